@@ -1,0 +1,286 @@
+// The servers the benchmark calls over loopback HTTP, all around the same handler: one payment
+// inserted in an interactive transaction.
+//
+// - tRPC (standalone adapter): `plain` (the handler in `prisma.$transaction`, no middleware),
+//   `idempotent` (the same insert behind `idempotency()`), and the peers wrapping `plain`'s handler.
+// - GraphQL Yoga: two servers with the same schema, one without `useIdempotency()` (its resolver
+//   opens the transaction itself) and one with it (its resolver writes through `context.tx`).
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Decimal } from '@prisma/client/runtime/client';
+import { createTRPCClient, httpLink } from '@trpc/client';
+import { initTRPC } from '@trpc/server';
+import { createHTTPServer } from '@trpc/server/adapters/standalone';
+import { createSchema, createYoga } from 'graphql-yoga';
+import { useIdempotency } from 'idempotent-mutations/envelop';
+import { type PrismaStore, prismaStore } from 'idempotent-mutations/prisma';
+import { idempotency } from 'idempotent-mutations/trpc';
+import { SuperJSON } from 'superjson';
+import { z } from 'zod';
+import type { BenchPrismaClient } from './databases.js';
+import type { PeerHandler, Peers } from './peers.js';
+
+/** What `createPayment` takes. */
+export interface PaymentInput {
+  amount: string;
+  currency: string;
+}
+
+type Transaction = Parameters<Parameters<BenchPrismaClient['$transaction']>[0]>[0];
+
+/** The mutation every scenario runs: one insert. */
+export function insertPayment(db: Pick<Transaction, 'payment'>, userId: string, input: PaymentInput) {
+  return db.payment.create({
+    data: { userId, amount: new Decimal(input.amount), currency: input.currency },
+  });
+}
+
+/** The handler without idempotency: the insert in an interactive transaction of its own. */
+export function plainPayment(prisma: BenchPrismaClient, userId: string, input: PaymentInput) {
+  return prisma.$transaction((tx) => insertPayment(tx, userId, input));
+}
+
+/** superjson with Prisma's Decimal, on both ends of the tRPC wire. */
+export const transformer = new SuperJSON();
+transformer.registerCustom<Decimal, string>(
+  {
+    isApplicable: (value): value is Decimal => Decimal.isDecimal(value),
+    serialize: (value) => value.toJSON(),
+    deserialize: (text) => new Decimal(text),
+  },
+  'decimal.js',
+);
+
+interface Context {
+  req: { headers: Record<string, string | string[] | undefined> };
+  res: { setHeader(name: string, value: string): unknown };
+  userId: string;
+}
+
+const t = initTRPC.context<Context>().create({ transformer });
+const paymentInput = z.object({ amount: z.string(), currency: z.string().length(3) });
+
+/** A payment made up in memory: what the framework costs without the database. */
+export function echoPayment(userId: string, input: PaymentInput) {
+  return {
+    id: 0,
+    userId,
+    amount: new Decimal(input.amount),
+    currency: input.currency,
+    createdAt: new Date(),
+  };
+}
+
+function createRouter(prisma: BenchPrismaClient, store: PrismaStore<Transaction>, peers: Peers) {
+  const cachedStore = prismaStore(prisma, { localCache: { max: 10_000 } });
+  const handler: PeerHandler<PaymentInput, unknown> = ({ userId, input }) =>
+    plainPayment(prisma, userId, input);
+  const powertools = peers.powertools(handler);
+  const nodeIdempotency = peers.nodeIdempotency(handler);
+  const keyOf = (ctx: Context) => String(ctx.req.headers['idempotency-key']);
+
+  return t.router({
+    echo: t.procedure.input(paymentInput).mutation(({ ctx, input }) => echoPayment(ctx.userId, input)),
+    plain: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx, input }) => plainPayment(prisma, ctx.userId, input)),
+    idempotent: t.procedure
+      .input(paymentInput)
+      .use(idempotency({ store, scope: ({ ctx }) => ctx.userId }))
+      .mutation(({ ctx, input }) => insertPayment(ctx.tx, ctx.userId, input)),
+    idempotentCached: t.procedure
+      .input(paymentInput)
+      .use(idempotency({ store: cachedStore, scope: ({ ctx }) => ctx.userId }))
+      .mutation(({ ctx, input }) => insertPayment(ctx.tx, ctx.userId, input)),
+    powertools: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx, input }) => powertools({ userId: ctx.userId, key: keyOf(ctx), input })),
+    nodeIdempotency: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx, input }) => nodeIdempotency({ userId: ctx.userId, key: keyOf(ctx), input })),
+  });
+}
+
+/** The bench's tRPC router. */
+export type BenchRouter = ReturnType<typeof createRouter>;
+
+const typeDefs = /* GraphQL */ `
+  type Payment {
+    id: Int!
+    amount: String!
+    currency: String!
+    createdAt: String!
+  }
+  input PaymentInput {
+    amount: String!
+    currency: String!
+  }
+  type Query {
+    ok: Boolean!
+  }
+  type Mutation {
+    createPayment(input: PaymentInput!, idempotencyKey: String): Payment!
+    echoPayment(input: PaymentInput!): Payment!
+  }
+`;
+
+interface GraphQLContext {
+  userId: string;
+  tx?: Transaction;
+}
+
+function createYogaServer(prisma: BenchPrismaClient, store: PrismaStore<Transaction> | undefined) {
+  const schema = createSchema<GraphQLContext>({
+    typeDefs,
+    resolvers: {
+      Query: { ok: () => true },
+      Mutation: {
+        createPayment: (_, { input }: { input: PaymentInput }, { tx, userId }) =>
+          store ? insertPayment(tx!, userId, input) : plainPayment(prisma, userId, input),
+        echoPayment: (_, { input }: { input: PaymentInput }, { userId }) => echoPayment(userId, input),
+      },
+      Payment: {
+        amount: (payment: { amount: Decimal }) => payment.amount.toFixed(2),
+        createdAt: (payment: { createdAt: Date }) => payment.createdAt.toISOString(),
+      },
+    },
+  });
+  return createYoga({
+    schema,
+    logging: false,
+    landingPage: false,
+    context: ({ request }) => ({ userId: request.headers.get('x-user-id') ?? '' }),
+    plugins: store ? [useIdempotency({ store, scope: (context: GraphQLContext) => context.userId })] : [],
+  });
+}
+
+/** The running servers: where to reach them, and how to stop them. */
+export interface BenchServers {
+  trpcUrl: string;
+  yogaPlainUrl: string;
+  yogaIdempotentUrl: string;
+  close(): Promise<void>;
+}
+
+/** Starts the tRPC server and both Yoga servers on free loopback ports. */
+export async function startServers(prisma: BenchPrismaClient, peers: Peers): Promise<BenchServers> {
+  const store = prismaStore(prisma);
+  const trpc = createHTTPServer({
+    router: createRouter(prisma, store, peers),
+    createContext: ({ req, res }) => ({
+      req: req as Context['req'],
+      res,
+      userId: String(req.headers['x-user-id'] ?? ''),
+    }),
+  });
+  const yogaPlain = createServer(createYogaServer(prisma, undefined));
+  const yogaIdempotent = createServer(createYogaServer(prisma, store));
+  const servers = [trpc, yogaPlain, yogaIdempotent];
+  const [trpcUrl, yogaPlainUrl, yogaIdempotentUrl] = await Promise.all(servers.map(listen));
+  return {
+    trpcUrl: trpcUrl!,
+    yogaPlainUrl: `${yogaPlainUrl}/graphql`,
+    yogaIdempotentUrl: `${yogaIdempotentUrl}/graphql`,
+    async close() {
+      await Promise.all(servers.map(close));
+    },
+  };
+}
+
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function close(server: Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
+}
+
+/** Who calls, and with which key; no key calls the plain procedure's way. */
+export interface CallContext {
+  userId: string;
+  key?: string;
+}
+
+/** A tRPC client over HTTP, one request per call; `onReplayed` sees the replay header. */
+export function trpcClient(url: string, onResponse?: (headers: Headers) => void) {
+  return createTRPCClient<BenchRouter>({
+    links: [
+      httpLink({
+        url,
+        transformer,
+        headers: ({ op }) => {
+          const { userId, key } = op.context as unknown as CallContext;
+          return key === undefined
+            ? { 'x-user-id': userId }
+            : { 'x-user-id': userId, 'idempotency-key': key };
+        },
+        fetch: async (input, init) => {
+          const response = await fetch(input, init as RequestInit);
+          onResponse?.(response.headers);
+          return response;
+        },
+      }),
+    ],
+  });
+}
+
+const mutations = {
+  createPayment: /* GraphQL */ `
+    mutation CreatePayment($input: PaymentInput!, $key: String) {
+      createPayment(input: $input, idempotencyKey: $key) {
+        id
+        amount
+        currency
+        createdAt
+      }
+    }
+  `,
+  echoPayment: /* GraphQL */ `
+    mutation EchoPayment($input: PaymentInput!) {
+      echoPayment(input: $input) {
+        id
+        amount
+        currency
+        createdAt
+      }
+    }
+  `,
+};
+
+/** What a GraphQL call answered: the payment, and whether it was a replay. */
+export interface GraphQLPayment {
+  payment: { id: number; amount: string; currency: string; createdAt: string };
+  replayed: boolean | undefined;
+}
+
+/** Calls `createPayment` over HTTP; any GraphQL error throws, so a failed call is never timed as a fast one. */
+export async function graphqlPayment(
+  url: string,
+  { userId, key }: CallContext,
+  input: PaymentInput,
+  mutation: keyof typeof mutations = 'createPayment',
+): Promise<GraphQLPayment> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/graphql-response+json',
+      'x-user-id': userId,
+    },
+    body: JSON.stringify({ query: mutations[mutation], variables: { input, key } }),
+  });
+  const body = (await response.json()) as {
+    data?: Record<string, GraphQLPayment['payment']> | null;
+    errors?: { message: string }[];
+    extensions?: { idempotency?: { createPayment?: { replayed: boolean } } };
+  };
+  if (!response.ok || body.errors?.length || !body.data) {
+    throw new Error(`GraphQL call failed (${response.status}): ${JSON.stringify(body.errors)}`);
+  }
+  return {
+    payment: body.data[mutation]!,
+    replayed: body.extensions?.idempotency?.createPayment?.replayed,
+  };
+}

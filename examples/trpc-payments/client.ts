@@ -1,0 +1,30 @@
+// The client side: idempotencyLink gives every mutation one key and retries lost responses, 409
+// and 503 with that same key, so a flaky network can never charge twice.
+//
+//   npx tsx --conditions=source examples/trpc-payments/client.ts     (with the server running)
+import { createTRPCClient, httpLink } from '@trpc/client';
+import { idempotencyHeaders, idempotencyLink } from 'idempotent-mutations/client';
+import superjson from 'superjson';
+import type { AppRouter } from './app.js';
+
+// #region readme
+export function createPaymentsClient(url: string, userId: string) {
+  return createTRPCClient<AppRouter>({
+    links: [
+      idempotencyLink({ retry: { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } }),
+      httpLink({
+        url,
+        transformer: superjson, // with the same Decimal registration as the server (app.ts)
+        // The link puts the key in the operation's context; this sends it as Idempotency-Key.
+        headers: ({ op }) => ({ ...idempotencyHeaders({ op }), 'x-user-id': userId }),
+      }),
+    ],
+  });
+}
+// #endregion readme
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const client = createPaymentsClient(process.env.URL ?? 'http://127.0.0.1:3000', 'alice');
+  const payment = await client.createPayment.mutate({ amount: '12.50', currency: 'EUR' });
+  console.log('created', payment);
+}

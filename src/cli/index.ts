@@ -1,0 +1,252 @@
+#!/usr/bin/env node
+/**
+ * The `idempotent-mutations` command: `sweep`, `stats` and `stuck` against the database of a URL.
+ * It needs no generated Prisma client: it talks to the driver adapter the URL's scheme picks.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { IdempotencyStoreUnavailableError } from '../core/errors.js';
+import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.js';
+import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
+import type { PrismaQueryable, Provider } from '../prisma/client.js';
+import { recordStats, stuckRecords } from '../prisma/stats.js';
+import { type SweepProgress, sweepExpired } from '../prisma/sweep.js';
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+/** Options every command takes. */
+interface DatabaseOptions {
+  databaseUrl?: string;
+  json?: boolean;
+}
+
+const program = new Command('idempotent-mutations')
+  .description('Maintain the idempotency_records table of idempotent-mutations.')
+  .version(version)
+  .showHelpAfterError('(add --help for usage)')
+  .addHelpText(
+    'after',
+    '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, mysql://… or mariadb://….',
+  );
+
+withDatabaseOptions(
+  program
+    .command('sweep')
+    .description('Delete expired records, in batches (a lease still running is never deleted).')
+    .addOption(
+      new Option('--batch-size <n>', 'records deleted per statement')
+        .argParser(positiveInteger)
+        .default(1_000),
+    )
+    .addOption(
+      new Option('--max-batches <n>', 'stop after this many batches (default: until done)').argParser(
+        positiveInteger,
+      ),
+    )
+    .option('--no-progress', 'no progress line on stderr'),
+).action((options: DatabaseOptions & { batchSize: number; maxBatches?: number; progress: boolean }) =>
+  withDatabase(options, async (db, provider) => {
+    const stopping = new AbortController();
+    const interrupt = () => {
+      if (stopping.signal.aborted) process.exit(130);
+      stopping.abort();
+      process.stderr.write('Stopping after the current batch…\n');
+    };
+    process.on('SIGINT', interrupt);
+    const progress = options.progress ? progressLine() : undefined;
+    let batches = 0;
+    try {
+      const deleted = await sweepExpired(db, {
+        provider,
+        batchSize: options.batchSize,
+        maxBatches: options.maxBatches,
+        signal: stopping.signal,
+        onBatch: (at) => {
+          batches = at.batches;
+          progress?.update(at);
+        },
+      });
+      progress?.end();
+      const interrupted = stopping.signal.aborted;
+      if (interrupted) process.exitCode = 130;
+      if (options.json) return print({ deleted, batches, interrupted });
+      print(
+        `Deleted ${count(deleted, 'expired record')} in ${count(batches, 'batch', 'batches')}${interrupted ? ' (interrupted)' : ''}.`,
+      );
+    } finally {
+      process.off('SIGINT', interrupt);
+    }
+  }),
+);
+
+withDatabaseOptions(
+  program
+    .command('stats')
+    .description(
+      'Count records by status, with the oldest and newest, expired ones not yet swept and in-progress ones past their lease.',
+    ),
+).action((options: DatabaseOptions) =>
+  withDatabase(options, async (db, provider) => {
+    const stats = await recordStats(db, { provider });
+    if (options.json) return print(stats);
+    const date = (value: Date | null) => value?.toISOString() ?? '-';
+    print(
+      [
+        `Records                        ${stats.total}`,
+        `  completed                    ${stats.completed}`,
+        `  in progress                  ${stats.inProgress}`,
+        `Oldest record created          ${date(stats.oldestCreatedAt)}`,
+        `Newest record created          ${date(stats.newestCreatedAt)}`,
+        `Expired, not yet swept         ${stats.expired}`,
+        `In progress past their lease   ${stats.stuck}`,
+      ].join('\n'),
+    );
+  }),
+);
+
+withDatabaseOptions(
+  program
+    .command('stuck')
+    .description(
+      'List in-progress records past their lease (oldest first): their request died or outlived the lease.',
+    )
+    .addOption(new Option('--limit <n>', 'list at most this many').argParser(positiveInteger).default(100)),
+).action((options: DatabaseOptions & { limit: number }) =>
+  withDatabase(options, async (db, provider) => {
+    const stuck = await stuckRecords(db, { provider, limit: options.limit });
+    if (options.json) return print(stuck);
+    if (stuck.length === 0) return print('No in-progress records past their lease.');
+    print(
+      stuck
+        .map(
+          (r) =>
+            `${r.scope}\t${r.key}\t${r.operation}\tcreated ${r.createdAt.toISOString()}\t` +
+            `lease ended ${r.lockedUntil?.toISOString() ?? 'never set'}\texpires ${r.expiresAt.toISOString()}`,
+        )
+        .join('\n'),
+    );
+  }),
+);
+
+function withDatabaseOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option('--database-url <url>', 'the database (file:, postgresql://, mysql://)').env('DATABASE_URL'),
+    )
+    .option('--json', 'machine-readable output on stdout');
+}
+
+/** Connects to the URL's database, runs `work`, disconnects; any failure becomes one line and exit 1. */
+async function withDatabase(
+  options: DatabaseOptions,
+  work: (db: PrismaQueryable, provider: Provider) => Promise<void>,
+): Promise<void> {
+  const url = options.databaseUrl;
+  try {
+    if (!url) throw new Error('no database URL: pass --database-url or set DATABASE_URL');
+    const provider = providerOfUrl(url);
+    if (provider === 'sqlite') {
+      // better-sqlite3 would create a missing file and then report a missing table.
+      const file = url.replace(/^(file|sqlite):(\/\/)?/i, '').replace(/\?.*$/, '');
+      if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
+    }
+    const adapter = (await (await adapterForUrl(url)).connect()) as SqlDriverAdapterLike;
+    try {
+      await work(queryableOf(adapter), provider);
+    } finally {
+      await adapter.dispose().catch(() => undefined);
+    }
+  } catch (error) {
+    process.stderr.write(`idempotent-mutations: ${describe(error, url)}\n`);
+    process.exitCode = 1;
+  }
+}
+
+/** One line saying what went wrong, without the password. */
+function describe(error: unknown, url: string | undefined): string {
+  const text = innermostMessage(error);
+  if (error instanceof IdempotencyStoreUnavailableError) {
+    return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
+  }
+  if (/idempotency_records/.test(text) && /exist|no such table/i.test(text)) {
+    return `${text} (apply the migrations in prisma/<provider>/migrations first)`;
+  }
+  return text;
+}
+
+/**
+ * The most specific message in an error's chain, first line only: through the wrappers that add
+ * nothing (our store-unavailable error, a driver adapter's error, an `AggregateError`) down to the
+ * database's or the socket's own words.
+ */
+function innermostMessage(error: unknown): string {
+  let found = String(error);
+  for (let current = error, depth = 0; current && depth < 8; depth++) {
+    if (typeof current === 'string') return firstLine(current) ?? found;
+    const node = current as Record<string, unknown>;
+    if (node.kind === 'DatabaseNotReachable' && node.host) {
+      found = `nothing answers at ${String(node.host)}:${String(node.port)}`;
+    } else {
+      const line = firstLine(node.originalMessage ?? node.message);
+      // A bare kind name ("DatabaseNotReachable") says less than what lies beneath it.
+      if (line && !/^[A-Z][A-Za-z]+$/.test(line)) found = line;
+    }
+    const wrapper =
+      !(current instanceof Error) ||
+      current instanceof IdempotencyStoreUnavailableError ||
+      current instanceof AggregateError ||
+      current.name === 'DriverAdapterError';
+    if (!wrapper) break;
+    current = (Array.isArray(node.errors) ? node.errors[0] : undefined) ?? node.cause;
+  }
+  return found;
+}
+
+function firstLine(text: unknown): string | undefined {
+  return typeof text === 'string'
+    ? text
+        .split('\n')
+        .map((line) => line.trim())
+        .find(Boolean)
+    : undefined;
+}
+
+/** Progress on stderr: a line rewritten in place on a terminal, otherwise a line a second at most. */
+function progressLine(stream: NodeJS.WriteStream = process.stderr) {
+  let lastAt = 0;
+  let shown = false;
+  return {
+    update({ batches, deleted, more }: SweepProgress) {
+      if (!more) return;
+      const line = `Sweeping: ${count(deleted, 'record')} deleted in ${count(batches, 'batch', 'batches')}…`;
+      if (stream.isTTY) {
+        stream.write(`\r${line}`);
+      } else if (!shown || Date.now() - lastAt >= 1_000) {
+        stream.write(`${line}\n`);
+        lastAt = Date.now();
+      }
+      shown = true;
+    },
+    end() {
+      if (shown && stream.isTTY) stream.write('\n');
+    },
+  };
+}
+
+function print(value: unknown): void {
+  process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
+}
+
+function count(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function positiveInteger(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new InvalidArgumentError('expected a positive integer');
+  return value;
+}
+
+await program.parseAsync();

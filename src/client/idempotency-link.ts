@@ -1,0 +1,146 @@
+import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
+import type { AnyTRPCRouter } from '@trpc/server';
+import { observable, type Unsubscribable } from '@trpc/server/observable';
+import { type AttemptFailure, type RetryOptions, retryDelay } from './retry-policy.js';
+
+/** Options of `idempotencyLink`. */
+export interface IdempotencyLinkOptions {
+  /**
+   * The header the key travels in. The link puts it in the operation's context;
+   * `idempotencyHeaders` on the terminating link writes it.
+   * @default 'Idempotency-Key'
+   */
+  header?: string;
+  /**
+   * Where the key is sent. `'header'`: as the `header` above, which needs
+   * `headers: idempotencyHeaders` on an `httpLink` (one call per request). `'input'`: also as a field
+   * of the mutation's input object, for `httpBatchLink`, whose calls share one set of headers; a
+   * mutation whose input is not a plain object then has only the header to carry its key.
+   * @default 'header'
+   */
+  sendKeyIn?: 'header' | 'input';
+  /**
+   * The input field the key is written to (with `sendKeyIn: 'input'`) and read from when the
+   * caller already put one there.
+   * @default 'idempotencyKey'
+   */
+  inputField?: string;
+  /**
+   * Makes the key of a new logical mutation.
+   * @default () => crypto.randomUUID()
+   */
+  generateKey?: () => string;
+  /** How failed attempts are retried. @default { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } */
+  retry?: RetryOptions;
+}
+
+/**
+ * A tRPC v11 link that makes every mutation safe to retry: it gives each call one idempotency key
+ * (a caller's `context.idempotencyKey`, or a key already in the input, wins), keeps that key for all
+ * of the call's attempts, and retries network failures, 409 (key still in progress, honouring
+ * `Retry-After`) and 503 (store unavailable) with jittered exponential backoff. Other errors,
+ * 400 and 422 among them, are returned at once; `op.signal` stops the retries. Queries and
+ * subscriptions pass through untouched. Place it before the terminating link:
+ * `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]`.
+ */
+export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
+  options: IdempotencyLinkOptions = {},
+): TRPCLink<TRouter> {
+  const {
+    header = 'Idempotency-Key',
+    sendKeyIn = 'header',
+    inputField = 'idempotencyKey',
+    generateKey = () => globalThis.crypto.randomUUID(),
+    retry,
+  } = options;
+  // A link placed before this one (tRPC's `retryLink`, say) retries by sending the same operation
+  // object again: it must get the same key, not a new one.
+  const keys = new WeakMap<Operation, string>();
+  return () =>
+    ({ op, next }) => {
+      if (op.type !== 'mutation') return next(op);
+      const input = isPlainObject(op.input) ? op.input : undefined;
+      const given = op.context.idempotencyKey ?? input?.[inputField];
+      const key = typeof given === 'string' ? given : (keys.get(op) ?? generateKey());
+      keys.set(op, key);
+      const keyed: Operation = {
+        ...op,
+        context: { ...op.context, idempotencyKey: key, idempotencyHeader: header },
+        input: sendKeyIn === 'input' && input ? { ...input, [inputField]: key } : op.input,
+      };
+      const signal = op.signal;
+
+      return observable((observer) => {
+        let attempts = 0;
+        let current: Unsubscribable | undefined;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const onAbort = () => {
+          // Only reached while waiting: an attempt in flight is aborted by the terminating link.
+          if (timer === undefined) return;
+          clearTimeout(timer);
+          const reason = signal?.reason;
+          observer.error(TRPCClientError.from(reason instanceof Error ? reason : new Error(String(reason))));
+        };
+        const attempt = () => {
+          timer = undefined;
+          attempts++;
+          current = next(keyed).subscribe({
+            next: (envelope) => observer.next(envelope),
+            complete: () => observer.complete(),
+            error: (error) => {
+              const delay = signal?.aborted ? undefined : retryDelay(failureOf(error), attempts, retry);
+              if (delay === undefined) observer.error(error);
+              else timer = setTimeout(attempt, delay);
+            },
+          });
+        };
+        signal?.addEventListener('abort', onAbort);
+        attempt();
+        return () => {
+          signal?.removeEventListener('abort', onAbort);
+          clearTimeout(timer);
+          current?.unsubscribe();
+        };
+      });
+    };
+}
+
+/**
+ * The `headers` option of an `httpLink` behind `idempotencyLink`: the key of the call, under the
+ * link's `header`. Combine it with your own: `headers: ({ op }) => ({ ...idempotencyHeaders({ op }), … })`.
+ */
+export function idempotencyHeaders({ op }: { op: Pick<Operation, 'context'> }): Record<string, string> {
+  const { idempotencyKey, idempotencyHeader } = op.context;
+  if (typeof idempotencyKey !== 'string') return {};
+  return { [typeof idempotencyHeader === 'string' ? idempotencyHeader : 'Idempotency-Key']: idempotencyKey };
+}
+
+interface ResponseLike {
+  status?: number;
+  headers?: { get?(name: string): string | null };
+}
+
+/**
+ * A server's answer carries its status in `data.httpStatus` (the default error shape), else on the
+ * response; a failed fetch, or a body that was cut off, has neither and counts as a network failure.
+ * The retry hint is `data.retryAfterMs` (the server's `idempotencyErrorFormatter` puts it there)
+ * or the `Retry-After` header.
+ */
+function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
+  const response = (error.meta as { response?: ResponseLike } | undefined)?.response;
+  const data = error.data as { httpStatus?: unknown; retryAfterMs?: unknown } | null | undefined;
+  const status = typeof data?.httpStatus === 'number' ? data.httpStatus : response?.status;
+  if (typeof status !== 'number') return { kind: 'network' };
+  return {
+    kind: 'status',
+    status,
+    retryAfter: response?.headers?.get?.('retry-after'),
+    retryAfterMs: typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined,
+  };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}

@@ -1,0 +1,82 @@
+/** How a client retries a mutation that may or may not have reached the server. */
+export interface RetryOptions {
+  /**
+   * Attempts in all, the first one included; `1` turns retries off.
+   * @default 5
+   */
+  attempts?: number;
+  /**
+   * The wait before the first retry; each further retry doubles it (with jitter).
+   * @default 250
+   */
+  baseDelayMs?: number;
+  /**
+   * The longest wait between two attempts, a server's `Retry-After` included.
+   * @default 10_000
+   */
+  maxDelayMs?: number;
+}
+
+/** Why an attempt failed, as far as retrying is concerned. */
+export type AttemptFailure =
+  /** No HTTP response arrived: the request may or may not have run on the server. */
+  | { kind: 'network' }
+  /**
+   * The server answered with this status, and maybe a hint of when to retry: a `Retry-After`
+   * header, or a finer `retryAfterMs` from the response body (which wins).
+   */
+  | { kind: 'status'; status: number; retryAfter?: string | null; retryAfterMs?: number };
+
+/**
+ * 409: the key is held by a request still running. 503: the store is down.
+ * Both are answered before anything ran, and retrying with the same key is always safe.
+ */
+const RETRYABLE_STATUSES = new Set([409, 503]);
+
+/**
+ * How long to wait before the next attempt, or `undefined` when the failure must be returned:
+ * attempts used up, or a status that another attempt cannot change (400, 422, any other 4xx, 500).
+ * `attempt` is the number of attempts made so far (1 after the first).
+ */
+export function retryDelay(
+  failure: AttemptFailure,
+  attempt: number,
+  options: RetryOptions = {},
+  random: () => number = Math.random,
+): number | undefined {
+  const { attempts = 5, baseDelayMs = 250, maxDelayMs = 10_000 } = options;
+  if (attempt >= attempts) return undefined;
+  if (failure.kind === 'status' && !RETRYABLE_STATUSES.has(failure.status)) return undefined;
+  // "Equal jitter": at least half the exponential step, so retries neither collide nor come too soon.
+  const step = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+  const backoff = step / 2 + random() * (step / 2);
+  const hint =
+    failure.kind === 'status' ? (failure.retryAfterMs ?? retryAfterMs(failure.retryAfter)) : undefined;
+  return Math.min(maxDelayMs, Math.max(backoff, hint ?? 0));
+}
+
+/** Reads a `Retry-After` value: delay-seconds or an HTTP date. `undefined` when absent or malformed. */
+export function retryAfterMs(value: string | null | undefined, now = Date.now()): number | undefined {
+  if (!value) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP date starts with the day's name ("Thu, 01 Jan 2026 …"); Date.parse alone takes "-1" too.
+  const date = /^[A-Za-z]/.test(text) ? Date.parse(text) : Number.NaN;
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** Waits `ms`, or rejects with the signal's reason as soon as it aborts. */
+export function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,148 @@
+/** The stable codes a client can branch on. Part of the public contract. */
+export type IdempotencyErrorCode =
+  | 'IDEMPOTENCY_KEY_MISSING'
+  | 'IDEMPOTENCY_KEY_INVALID'
+  | 'IDEMPOTENCY_KEY_MISMATCH'
+  | 'IDEMPOTENCY_KEY_IN_PROGRESS'
+  | 'IDEMPOTENCY_INPUT_UNSUPPORTED'
+  | 'IDEMPOTENCY_RESULT_TOO_LARGE'
+  | 'IDEMPOTENCY_STORE_UNAVAILABLE';
+
+/** The HTTP status each code stands for; the integrations map to their own error types from it. */
+export const statusOf: Readonly<Record<IdempotencyErrorCode, number>> = {
+  IDEMPOTENCY_KEY_MISSING: 400,
+  IDEMPOTENCY_KEY_INVALID: 400,
+  IDEMPOTENCY_INPUT_UNSUPPORTED: 400,
+  IDEMPOTENCY_KEY_MISMATCH: 422,
+  IDEMPOTENCY_KEY_IN_PROGRESS: 409,
+  IDEMPOTENCY_RESULT_TOO_LARGE: 500,
+  IDEMPOTENCY_STORE_UNAVAILABLE: 503,
+};
+
+/** Base class of every error this library throws on purpose. */
+export class IdempotencyError extends Error {
+  override name = 'IdempotencyError';
+  readonly code: IdempotencyErrorCode;
+
+  constructor(code: IdempotencyErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+
+  /** The HTTP status this error stands for (400, 409, 422, 500 or 503). */
+  get status(): number {
+    return statusOf[this.code];
+  }
+}
+
+/** The operation requires a key and the request carried none. */
+export class IdempotencyKeyMissingError extends IdempotencyError {
+  override name = 'IdempotencyKeyMissingError';
+  constructor(message = 'This operation requires an idempotency key', options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_KEY_MISSING', message, options);
+  }
+}
+
+/** The key is malformed, ambiguous (several values) or disagrees between header and input. */
+export class IdempotencyKeyInvalidError extends IdempotencyError {
+  override name = 'IdempotencyKeyInvalidError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_KEY_INVALID', message, options);
+  }
+}
+
+/** The key was first used with another operation or input; the stored record is left untouched. */
+export class IdempotencyKeyMismatchError extends IdempotencyError {
+  override name = 'IdempotencyKeyMismatchError';
+  /** When the key was first claimed. */
+  readonly firstSeenAt: Date;
+  constructor(firstSeenAt: Date, options?: { cause?: unknown; message?: string }) {
+    super(
+      'IDEMPOTENCY_KEY_MISMATCH',
+      options?.message ?? 'This idempotency key was already used with a different operation or input',
+      options,
+    );
+    this.firstSeenAt = firstSeenAt;
+  }
+}
+
+/** Another request holds the key; retry after `retryAfterMs`. */
+export class IdempotencyKeyInProgressError extends IdempotencyError {
+  override name = 'IdempotencyKeyInProgressError';
+  /** How long the caller should wait before retrying with the same key. */
+  readonly retryAfterMs: number;
+  constructor(retryAfterMs: number, options?: { cause?: unknown; message?: string }) {
+    super(
+      'IDEMPOTENCY_KEY_IN_PROGRESS',
+      options?.message ?? 'A request with this idempotency key is still in progress',
+      options,
+    );
+    this.retryAfterMs = Math.max(0, Math.ceil(retryAfterMs));
+  }
+
+  /** The `Retry-After` header value, in whole seconds (at least 1). */
+  get retryAfterSeconds(): number {
+    return Math.max(1, Math.ceil(this.retryAfterMs / 1000));
+  }
+}
+
+/**
+ * Lease mode: the lease ran out while the resolver ran and another request took the key over, so
+ * this request's result was not stored (it was fenced by the owner token). Same code and status as
+ * `IdempotencyKeyInProgressError`: a client retries with the same key and receives whatever the
+ * new owner stores. The resolver's side effects did happen; choose `leaseMs` (or a heartbeat) to
+ * outlast the slowest resolver.
+ */
+export class IdempotencyLeaseLostError extends IdempotencyKeyInProgressError {
+  override name = 'IdempotencyLeaseLostError';
+  constructor(retryAfterMs: number, options?: { cause?: unknown }) {
+    super(retryAfterMs, {
+      ...options,
+      message:
+        'The lease on this idempotency key ran out while the mutation ran and another request took it over; ' +
+        'this result was not stored. Retry with the same key to receive the stored result',
+    });
+  }
+}
+
+/** The input cannot be fingerprinted (too deep, circular, a function, ...). */
+export class IdempotencyInputError extends IdempotencyError {
+  override name = 'IdempotencyInputError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_INPUT_UNSUPPORTED', message, options);
+  }
+}
+
+/** The serialized result is over `maxResultBytes`; the mutation failed and nothing was committed. */
+export class IdempotencyResultTooLargeError extends IdempotencyError {
+  override name = 'IdempotencyResultTooLargeError';
+  readonly bytes: number;
+  readonly maxBytes: number;
+  constructor(bytes: number, maxBytes: number, options?: { cause?: unknown }) {
+    super(
+      'IDEMPOTENCY_RESULT_TOO_LARGE',
+      `The result is ${bytes} bytes serialized, over maxResultBytes (${maxBytes}); nothing was committed`,
+      options,
+    );
+    this.bytes = bytes;
+    this.maxBytes = maxBytes;
+  }
+}
+
+/** The store could not be reached; the mutation did not run. */
+export class IdempotencyStoreUnavailableError extends IdempotencyError {
+  override name = 'IdempotencyStoreUnavailableError';
+  constructor(message = 'The idempotency store is unavailable', options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_STORE_UNAVAILABLE', message, options);
+  }
+}
+
+/** Whether `error` is one of ours (works across duplicated copies of the package, by `code`). */
+export function isIdempotencyError(error: unknown): error is IdempotencyError {
+  return (
+    error instanceof IdempotencyError ||
+    (error instanceof Error &&
+      typeof (error as Error & { code?: unknown }).code === 'string' &&
+      (error as Error & { code: string }).code in statusOf)
+  );
+}

@@ -1,0 +1,38 @@
+/**
+ * What happened to one request, for logs, metrics or tracing:
+ *
+ * - `claimed`: the key was free and this request claimed it; the resolver runs.
+ * - `expired_takeover`: the key held an expired record or a lease that ran out, which this request
+ *   replaced; the resolver runs.
+ * - `completed`: the result (or a replayable error) was stored.
+ * - `replayed`: a stored result was returned; the resolver did not run.
+ * - `mismatch`: the key was used with another operation or input (`IDEMPOTENCY_KEY_MISMATCH`).
+ * - `in_progress`: another request holds the key (`IDEMPOTENCY_KEY_IN_PROGRESS`).
+ * - `released`: lease mode, the resolver failed and this request deleted its own claim.
+ * - `fenced`: lease mode, this request's lease was taken over by another request, so its
+ *   completion or release wrote nothing (at most once per request).
+ */
+export type IdempotencyEventType =
+  | 'claimed'
+  | 'replayed'
+  | 'mismatch'
+  | 'in_progress'
+  | 'completed'
+  | 'released'
+  | 'fenced'
+  | 'expired_takeover';
+
+/** One event passed to `onEvent`. */
+export interface IdempotencyEvent {
+  type: IdempotencyEventType;
+  scope: string;
+  key: string;
+  operation: string;
+  /** The mode the request ran in. */
+  mode: 'transactional' | 'lease';
+  /** Milliseconds since the request entered `runIdempotent`. */
+  durationMs: number;
+}
+
+/** Receives every event; must not throw (errors it throws are swallowed). */
+export type IdempotencyEventHandler = (event: IdempotencyEvent) => void;

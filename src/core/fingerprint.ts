@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+import { IdempotencyInputError } from './errors.js';
+
+/** Limits on what `fingerprint` accepts. */
+export interface FingerprintOptions {
+  /**
+   * Deepest nesting of objects, arrays, maps and sets accepted. Deeper inputs get
+   * `IDEMPOTENCY_INPUT_UNSUPPORTED` instead of a stack overflow.
+   * @default 64
+   */
+  maxDepth?: number;
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * The sha256 (hex) of the RFC 8785 canonical form of `{ operation, input }`.
+ *
+ * Non-JSON values carry a type tag (`{"$date": …}`, `{"$bigint": …}`, `{"$map": …}`, …) and object
+ * keys that start with `$` are escaped with one more `$`, so no input can forge a tag: a Date never
+ * equals its ISO string, `1` never equals `"1"`, `null` never equals a missing member. Object key
+ * order does not matter; `undefined` members are dropped, as JSON does.
+ */
+export function fingerprint(operation: string, input: unknown, options: FingerprintOptions = {}): string {
+  const canonical = canonicalJson(operation, input, options);
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** The canonical text `fingerprint` hashes; exposed for debugging a mismatch. */
+export function canonicalJson(operation: string, input: unknown, options: FingerprintOptions = {}): string {
+  const tagged = toTagged(input, options.maxDepth ?? 64, 0, new Set());
+  try {
+    // `canonicalize` returns undefined only for undefined input; ours is always an object.
+    return canonicalize({ operation, input: tagged }) as string;
+  } catch (cause) {
+    // RFC 8785 refuses strings with lone UTF-16 surrogates.
+    throw new IdempotencyInputError(`Cannot canonicalize the input: ${(cause as Error).message}`, { cause });
+  }
+}
+
+function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Set<object>): Json {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? value : { $number: String(value) };
+    case 'bigint':
+      return { $bigint: value.toString() };
+    case 'undefined':
+      return { $undefined: true };
+    case 'function':
+    case 'symbol':
+      throw new IdempotencyInputError(`Cannot fingerprint a ${typeof value}`);
+  }
+  if (value === null) return null;
+  const object = value as object;
+  if (object instanceof Date) {
+    return { $date: Number.isNaN(object.getTime()) ? 'invalid' : object.toISOString() };
+  }
+  if (object instanceof Uint8Array) {
+    return { $bytes: Buffer.from(object.buffer, object.byteOffset, object.byteLength).toString('base64') };
+  }
+  if (isDecimal(object)) return { $decimal: object.toString() };
+
+  if (depth >= maxDepth) {
+    throw new IdempotencyInputError(`The input is nested deeper than ${maxDepth} levels`);
+  }
+  if (ancestors.has(object)) throw new IdempotencyInputError('The input contains a circular reference');
+  ancestors.add(object);
+  const child = (v: unknown) => toTagged(v, maxDepth, depth + 1, ancestors);
+  let tagged: Json;
+  if (Array.isArray(object)) {
+    tagged = object.map(child);
+  } else if (object instanceof Map) {
+    tagged = { $map: sortByCanonical([...object].map(([k, v]) => [child(k), child(v)])) };
+  } else if (object instanceof Set) {
+    tagged = { $set: sortByCanonical([...object].map((v) => [child(v)])).map(([v]) => v as Json) };
+  } else if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
+    tagged = child((object as { toJSON(): unknown }).toJSON());
+  } else {
+    // A null-prototype object: `__proto__` and `constructor` keys are plain members here.
+    const members: { [key: string]: Json } = Object.create(null);
+    for (const key of Object.keys(object)) {
+      const member = (object as Record<string, unknown>)[key];
+      if (member === undefined) continue;
+      members[key.startsWith('$') ? `$${key}` : key] = child(member);
+    }
+    tagged = members;
+  }
+  ancestors.delete(object);
+  return tagged;
+}
+
+/** Map entries and Set members have no order of their own: order them by their canonical text. */
+function sortByCanonical(entries: Json[][]): Json[][] {
+  return entries
+    .map((entry) => [canonicalize(entry) as string, entry] as const)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, entry]) => entry);
+}
+
+/** The fields decimal.js (and so Prisma's `Decimal`) instances carry. */
+export interface DecimalLike {
+  d: number[];
+  e: number;
+  s: number;
+  toFixed(): string;
+}
+
+/** Prisma's `Decimal` (and decimal.js instances) without importing either. */
+export function isDecimal(value: object): value is DecimalLike {
+  const candidate = value as { d?: unknown; e?: unknown; s?: unknown; toFixed?: unknown };
+  return (
+    Array.isArray(candidate.d) &&
+    typeof candidate.e === 'number' &&
+    typeof candidate.s === 'number' &&
+    typeof candidate.toFixed === 'function'
+  );
+}

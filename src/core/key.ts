@@ -1,0 +1,96 @@
+import { parseItem } from 'structured-headers';
+import { IdempotencyKeyInvalidError } from './errors.js';
+
+/** What counts as a well-formed key. */
+export interface KeyPolicy {
+  /**
+   * Longest key accepted, in characters. Past 255, widen the `idempotency_key` column first
+   * (it is `VARCHAR(255)` on MySQL/MariaDB).
+   * @default 255
+   */
+  maxLength?: number;
+  /**
+   * Characters a key may contain.
+   * @default /^[\x21-\x7E]+$/ (visible ASCII)
+   */
+  pattern?: RegExp;
+}
+
+const VISIBLE_ASCII = /^[\x21-\x7E]+$/;
+
+/** The raw shapes a header value arrives in across Node, fetch and framework adapters. */
+export type HeaderValue = string | readonly string[] | null | undefined;
+
+/**
+ * Reads an `Idempotency-Key` header value. Accepts the IETF form (an RFC 8941 sf-string,
+ * `"8e03978e-…"`) and the bare form Stripe clients send (`8e03978e-…`). Returns `undefined` when
+ * the header is absent; throws `IDEMPOTENCY_KEY_INVALID` for several values, a list, or a bad key.
+ */
+export function parseKeyHeader(value: HeaderValue, policy?: KeyPolicy): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value !== 'string') {
+    if (value.length === 0) return undefined;
+    if (value.length > 1) {
+      throw new IdempotencyKeyInvalidError('Idempotency-Key must be sent once, not repeated');
+    }
+    return parseKeyHeader(value[0], policy);
+  }
+  const trimmed = value.trim();
+  if (trimmed.startsWith('"')) {
+    let item: ReturnType<typeof parseItem>;
+    try {
+      item = parseItem(trimmed);
+    } catch (cause) {
+      // Node joins repeated headers with ", ", which lands here as trailing characters.
+      throw new IdempotencyKeyInvalidError(
+        'Idempotency-Key is not a single RFC 8941 string (repeated header or a list?)',
+        { cause },
+      );
+    }
+    const [bare, params] = item;
+    if (typeof bare !== 'string' || params.size > 0) {
+      throw new IdempotencyKeyInvalidError('Idempotency-Key must be a plain string');
+    }
+    return validateKey(bare, policy);
+  }
+  // A bare key cannot contain a comma: that is how repeated headers are joined.
+  if (trimmed.includes(',')) {
+    throw new IdempotencyKeyInvalidError('Idempotency-Key must be sent once, not as a list');
+  }
+  return validateKey(trimmed, policy);
+}
+
+/** Checks a key from any source against the policy and returns it unchanged. */
+export function validateKey(key: unknown, policy: KeyPolicy = {}): string {
+  const { maxLength = 255, pattern = VISIBLE_ASCII } = policy;
+  if (typeof key !== 'string') {
+    throw new IdempotencyKeyInvalidError(`The idempotency key must be a string, not ${typeof key}`);
+  }
+  if (key.length === 0 || key.length > maxLength) {
+    throw new IdempotencyKeyInvalidError(
+      `The idempotency key must be 1 to ${maxLength} characters long (got ${key.length})`,
+    );
+  }
+  if (!pattern.test(key)) {
+    throw new IdempotencyKeyInvalidError(
+      'The idempotency key contains characters outside the allowed set (visible ASCII by default)',
+    );
+  }
+  return key;
+}
+
+/**
+ * Picks the one key of a request from its two possible sources. Both present and different is
+ * `IDEMPOTENCY_KEY_INVALID`; neither present is `undefined`.
+ */
+export function resolveKey(
+  fromHeader: string | undefined,
+  fromInput: unknown,
+  policy?: KeyPolicy,
+): string | undefined {
+  const inputKey = fromInput === undefined || fromInput === null ? undefined : validateKey(fromInput, policy);
+  if (fromHeader !== undefined && inputKey !== undefined && fromHeader !== inputKey) {
+    throw new IdempotencyKeyInvalidError('The Idempotency-Key header and the idempotencyKey input disagree');
+  }
+  return fromHeader ?? inputKey;
+}

@@ -1,0 +1,9 @@
+/** idempotent-mutations/envelop: the Envelop plugin (GraphQL Yoga and any Envelop-based server). */
+export { idempotentDirectiveTypeDefs } from './directive.js';
+export { graphqlErrorCodec } from './graphql-error.js';
+export {
+  type IdempotencyExtension,
+  type ScopeValue,
+  type UseIdempotencyOptions,
+  useIdempotency,
+} from './use-idempotency.js';

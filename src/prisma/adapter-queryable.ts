@@ -1,0 +1,43 @@
+import type { PrismaQueryable } from './client.js';
+
+/** The raw-query part of a connected Prisma driver adapter (what `await factory.connect()` returns). */
+export interface SqlDriverAdapterLike {
+  queryRaw(query: SqlQuery): Promise<{ columnNames: string[]; rows: unknown[][] }>;
+  executeRaw(query: SqlQuery): Promise<number>;
+  dispose(): Promise<void>;
+}
+
+interface SqlQuery {
+  sql: string;
+  args: unknown[];
+  argTypes: { scalarType: string; arity: 'scalar' }[];
+}
+
+/**
+ * `$queryRawUnsafe` / `$executeRawUnsafe` over a bare driver adapter, so the sweeper and the stats
+ * run where there is no generated Prisma client (the CLI). Rows come back as objects keyed by
+ * column name, as a Prisma client returns them.
+ */
+export function queryableOf(adapter: SqlDriverAdapterLike): PrismaQueryable {
+  const query = (sql: string, values: unknown[]): SqlQuery => ({
+    sql,
+    args: values,
+    argTypes: values.map((value) => ({ scalarType: scalarTypeOf(value), arity: 'scalar' })),
+  });
+  return {
+    async $queryRawUnsafe<T>(sql: string, ...values: unknown[]) {
+      const { columnNames, rows } = await adapter.queryRaw(query(sql, values));
+      return rows.map((row) => Object.fromEntries(columnNames.map((name, i) => [name, row[i]]))) as T;
+    },
+    $executeRawUnsafe: (sql: string, ...values: unknown[]) => adapter.executeRaw(query(sql, values)),
+  };
+}
+
+function scalarTypeOf(value: unknown): string {
+  if (value instanceof Date) return 'datetime';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'int' : 'float';
+  if (typeof value === 'bigint') return 'bigint';
+  if (typeof value === 'boolean') return 'boolean';
+  if (typeof value === 'string') return 'string';
+  return 'unknown';
+}

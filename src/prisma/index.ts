@@ -1,0 +1,25 @@
+/** idempotent-mutations/prisma: the Prisma 7 store, the sweeper and the record statistics. */
+export { adapterForUrl, type DriverAdapterFactory, providerOfUrl } from './adapter-for-url.js';
+export type {
+  PrismaClientLike,
+  PrismaQueryable,
+  PrismaTransactionOptions,
+  Provider,
+  TransactionClientOf,
+} from './client.js';
+export {
+  type RecordStats,
+  recordStats,
+  type StatsOptions,
+  type StuckRecord,
+  stuckRecords,
+} from './stats.js';
+export { type PrismaStore, type PrismaStoreOptions, prismaStore } from './store.js';
+export {
+  type Sweeper,
+  type SweeperOptions,
+  type SweepOptions,
+  type SweepProgress,
+  startSweeper,
+  sweepExpired,
+} from './sweep.js';

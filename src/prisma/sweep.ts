@@ -1,0 +1,112 @@
+import { type PrismaQueryable, type Provider, providerOf } from './client.js';
+import { unavailableOnConnectionError } from './database-errors.js';
+import { sweepStatement } from './dialect.js';
+
+/** Options of `sweepExpired`. */
+export interface SweepOptions {
+  /**
+   * Records deleted per statement. Each batch is its own short statement, so the sweep never holds
+   * locks for long and never grows one huge transaction.
+   * @default 1_000
+   */
+  batchSize?: number;
+  /** Stops after this many batches; what is left waits for the next sweep. @default Infinity */
+  maxBatches?: number;
+  /** Stops the sweep between two batches; the count deleted so far is returned. */
+  signal?: AbortSignal;
+  /** The moment records must have expired by. @default the time the sweep starts */
+  now?: Date;
+  /** The database, when it cannot be read off the client. @default the client's generated provider */
+  provider?: Provider;
+  /** Called after each batch with the running totals (e.g. for a progress line). */
+  onBatch?: (progress: SweepProgress) => void;
+}
+
+/** Where a sweep has got to. */
+export interface SweepProgress {
+  batches: number;
+  deleted: number;
+  /** Whether the last batch was full, so more expired records may remain. */
+  more: boolean;
+}
+
+/**
+ * Deletes expired records in bounded batches and returns how many it deleted. A record still
+ * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
+ * Runs on any client with raw queries (`$executeRawUnsafe`); safe to run on several servers at
+ * once.
+ */
+export async function sweepExpired(prisma: PrismaQueryable, options: SweepOptions = {}): Promise<number> {
+  const {
+    batchSize = 1_000,
+    maxBatches = Number.POSITIVE_INFINITY,
+    signal,
+    now = new Date(),
+    onBatch,
+  } = options;
+  if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
+  const statement = sweepStatement(options.provider ?? providerOf(prisma), batchSize);
+  let deleted = 0;
+  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
+    const count = await unavailableOnConnectionError(() => prisma.$executeRawUnsafe(statement, now, now));
+    deleted += count;
+    const more = count >= batchSize;
+    onBatch?.({ batches, deleted, more });
+    if (!more) break;
+    // Let the event loop breathe between batches: with SQLite every statement settles without
+    // any I/O wait, and an in-process sweep would otherwise hold up requests (and signals).
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return deleted;
+}
+
+/** Options of `startSweeper`. */
+export interface SweeperOptions extends Pick<SweepOptions, 'batchSize' | 'maxBatches' | 'provider'> {
+  /** Time from the end of one sweep to the start of the next; the first runs after one interval. @default 60_000 */
+  intervalMs?: number;
+  /** Called with the count each sweep deleted. */
+  onSweep?: (deleted: number) => void;
+  /** Called when a sweep fails (the sweeper carries on at the next interval). @default ignore */
+  onError?: (error: unknown) => void;
+}
+
+/** A running sweeper. */
+export interface Sweeper {
+  /** Stops sweeping; resolves once a sweep in progress has finished its current batch. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `sweepExpired` every `intervalMs` in this process. The timer is unref'd, so the sweeper
+ * never keeps a process alive; sweeps never overlap.
+ */
+export function startSweeper(prisma: PrismaQueryable, options: SweeperOptions = {}): Sweeper {
+  const { intervalMs = 60_000, onSweep, onError, ...sweepOptions } = options;
+  if (!(intervalMs > 0)) throw new RangeError('intervalMs must be positive');
+  const stopping = new AbortController();
+  let running: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+
+  const schedule = () => {
+    if (stopping.signal.aborted) return;
+    timer = setTimeout(() => {
+      running = sweepExpired(prisma, { ...sweepOptions, signal: stopping.signal })
+        .then(
+          (deleted) => onSweep?.(deleted),
+          (error: unknown) => onError?.(error),
+        )
+        .catch(() => undefined) // a throwing callback must not stop the sweeper
+        .finally(schedule);
+    }, intervalMs);
+    timer.unref();
+  };
+  schedule();
+
+  return {
+    async stop() {
+      stopping.abort();
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

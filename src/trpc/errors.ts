@@ -1,0 +1,72 @@
+import { getTRPCErrorFromUnknown, type TRPC_ERROR_CODE_KEY, TRPCError } from '@trpc/server';
+import {
+  type IdempotencyError,
+  type IdempotencyErrorCode,
+  type IdempotencyKeyInProgressError,
+  isIdempotencyError,
+} from '../core/errors.js';
+import type { ErrorCodec } from '../core/run-idempotent.js';
+
+/** The `TRPCError` code each idempotency code maps to (the HTTP status tRPC sends follows from it). */
+export const trpcCodeOf: Readonly<Record<IdempotencyErrorCode, TRPC_ERROR_CODE_KEY>> = {
+  IDEMPOTENCY_KEY_MISSING: 'BAD_REQUEST',
+  IDEMPOTENCY_KEY_INVALID: 'BAD_REQUEST',
+  IDEMPOTENCY_INPUT_UNSUPPORTED: 'BAD_REQUEST',
+  IDEMPOTENCY_KEY_MISMATCH: 'UNPROCESSABLE_CONTENT',
+  IDEMPOTENCY_KEY_IN_PROGRESS: 'CONFLICT',
+  IDEMPOTENCY_RESULT_TOO_LARGE: 'INTERNAL_SERVER_ERROR',
+  IDEMPOTENCY_STORE_UNAVAILABLE: 'SERVICE_UNAVAILABLE',
+};
+
+/** The `TRPCError` a client receives for an idempotency error; the original is its `cause`. */
+export function toTRPCError(error: IdempotencyError): TRPCError {
+  return new TRPCError({ code: trpcCodeOf[error.code], message: error.message, cause: error });
+}
+
+/** What `idempotencyErrorFormatter` adds to `shape.data` for the errors of this library. */
+export interface IdempotencyErrorData {
+  /** The stable code to branch on, e.g. `IDEMPOTENCY_KEY_MISMATCH`. */
+  idempotencyCode?: IdempotencyErrorCode;
+  /** With `IDEMPOTENCY_KEY_IN_PROGRESS`: how long to wait before retrying with the same key. */
+  retryAfterMs?: number;
+}
+
+/** The idempotency facts of a `TRPCError`: empty unless its `cause` is an idempotency error. */
+export function idempotencyErrorData(error: TRPCError): IdempotencyErrorData {
+  const cause = error.cause;
+  if (!isIdempotencyError(cause)) return {};
+  if (cause.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
+    return {
+      idempotencyCode: cause.code,
+      retryAfterMs: (cause as IdempotencyKeyInProgressError).retryAfterMs,
+    };
+  }
+  return { idempotencyCode: cause.code };
+}
+
+/**
+ * An `errorFormatter` that puts the idempotency code (and the retry hint of a 409) in
+ * `shape.data`, so clients can branch on `error.data.idempotencyCode`. Use it as is,
+ * `initTRPC.create({ errorFormatter: idempotencyErrorFormatter })`, or call it from your own.
+ */
+export function idempotencyErrorFormatter<Shape extends { data: object }>(opts: {
+  shape: Shape;
+  error: TRPCError;
+}): Shape & { data: Shape['data'] & IdempotencyErrorData } {
+  return { ...opts.shape, data: { ...opts.shape.data, ...idempotencyErrorData(opts.error) } };
+}
+
+/**
+ * Stores a replayable resolver error as its tRPC code and message, and replays it as a
+ * `TRPCError` with the same code and message (so the client sees the same status).
+ */
+export const trpcErrorCodec: ErrorCodec = {
+  encode(error) {
+    const { code, message } = getTRPCErrorFromUnknown(error);
+    return { code, message };
+  },
+  decode(stored) {
+    const { code, message } = stored as { code: TRPC_ERROR_CODE_KEY; message: string };
+    return new TRPCError({ code, message });
+  },
+};

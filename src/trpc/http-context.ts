@@ -1,0 +1,73 @@
+import type { HeaderValue } from '../core/key.js';
+
+/** Request headers as adapters expose them: a fetch `Headers`, or Node's `IncomingHttpHeaders`. */
+export type HeadersLike =
+  | { get(name: string): string | null }
+  | Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/** The context fields the defaults look at; all optional, since the context is the user's. */
+interface HttpContext {
+  req?: { headers?: HeadersLike; url?: unknown };
+  headers?: HeadersLike;
+  res?: { setHeader?(name: string, value: string): unknown };
+  resHeaders?: { set(name: string, value: string): void };
+  info?: { calls?: unknown };
+}
+
+const fieldsOf = (ctx: unknown): HttpContext => (typeof ctx === 'object' && ctx !== null ? ctx : {});
+
+/**
+ * The request headers of the standalone / Node adapters (`ctx.req.headers`), the fetch adapter
+ * (`ctx.req` is the `Request`), or a plain `ctx.headers`.
+ */
+export function requestHeadersOf(ctx: unknown): HeadersLike | undefined {
+  const { req, headers } = fieldsOf(ctx);
+  return req?.headers ?? headers;
+}
+
+/** One header, case-insensitively. Repeated values come back joined or as a list, for the parser to refuse. */
+export function headerOf(headers: HeadersLike | undefined, name: string): HeaderValue {
+  if (!headers) return undefined;
+  if (typeof headers.get === 'function') return (headers as { get(name: string): string | null }).get(name);
+  const wanted = name.toLowerCase();
+  for (const [field, value] of Object.entries(headers)) {
+    if (field.toLowerCase() === wanted) return value as HeaderValue;
+  }
+  return undefined;
+}
+
+/**
+ * Sets a response header through `ctx.res.setHeader` (Node adapters) or `ctx.resHeaders` (fetch
+ * adapter), when the context carries one. A response already under way is left alone.
+ */
+export function setResponseHeader(ctx: unknown, name: string, value: string): void {
+  const { res, resHeaders } = fieldsOf(ctx);
+  try {
+    if (typeof res?.setHeader === 'function') res.setHeader(name, value);
+    else resHeaders?.set(name, value);
+  } catch {
+    // Headers already sent (a streamed response): the signal in the context still holds.
+  }
+}
+
+/**
+ * How many procedure calls the HTTP request carries. Read from `ctx.info` (the `TRPCRequestInfo`
+ * that `createContext` receives, when it passes it on), else from the request URL (`?batch=1` and
+ * comma-separated paths, tRPC's wire format), else from the call's own `batchIndex`.
+ */
+export function callsInRequest(ctx: unknown, batchIndex: number): number {
+  const { info, req } = fieldsOf(ctx);
+  if (Array.isArray(info?.calls)) return Math.max(info.calls.length, batchIndex + 1);
+  if (typeof req?.url === 'string') {
+    try {
+      const url = new URL(req.url, 'http://localhost');
+      if (url.searchParams.get('batch') === '1') {
+        const paths = decodeURIComponent(url.pathname).split(',').length;
+        return Math.max(paths, batchIndex + 1);
+      }
+    } catch {
+      // Not a URL we can read: fall back to the batch index.
+    }
+  }
+  return batchIndex + 1;
+}

@@ -1,0 +1,291 @@
+import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
+import {
+  type IdempotencyKeyInProgressError,
+  IdempotencyKeyInvalidError,
+  IdempotencyKeyMissingError,
+  isIdempotencyError,
+} from '../core/errors.js';
+import { parseKeyHeader, resolveKey } from '../core/key.js';
+import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
+import { toTRPCError, trpcErrorCodec } from './errors.js';
+import {
+  callsInRequest,
+  type HeadersLike,
+  headerOf,
+  requestHeadersOf,
+  setResponseHeader,
+} from './http-context.js';
+
+/** What a resolver behind the middleware finds in `ctx.idempotency`. */
+export interface IdempotencyContext {
+  /** The key the call runs under. */
+  key: string;
+  /**
+   * Whether the result is a replay. A replay never runs the resolver, so the resolver always
+   * reads `false`; clients see replays by the `Idempotent-Replayed: true` response header.
+   */
+  replayed: boolean;
+  /** The sha256 of the procedure path and the validated input, without the key. */
+  fingerprint: string;
+  /** When the key was claimed. */
+  firstSeenAt: Date;
+}
+
+/** Per-procedure policy, set with `.meta({ idempotency: { … } })`; it overrides the middleware's options. */
+export interface IdempotencyPolicy {
+  /**
+   * Reject calls without a key (`BAD_REQUEST`), or run them unrecorded.
+   * @default the middleware's `required`
+   */
+  required?: boolean;
+  /**
+   * How long a completed result is replayed, in ms.
+   * @default the middleware's `ttlMs`
+   */
+  ttlMs?: number;
+  /**
+   * `transactional` or `lease`, as in `runIdempotent`. In lease mode `ctx.tx` is **not** a
+   * transaction: it is the store's plain client (`prisma` itself for `prismaStore`, though typed as
+   * its transaction client), so every write through it commits on its own and stays when the
+   * resolver throws; a duplicate call during the lease gets `CONFLICT` (`IDEMPOTENCY_KEY_IN_PROGRESS`)
+   * at once. Keyless calls of an optional key get the same client.
+   * @default the middleware's `mode`, else the store's, else 'transactional'
+   */
+  mode?: RunIdempotentOptions['mode'];
+  /**
+   * Lease mode: how long the claim is held before another request may take the key over.
+   * @default the middleware's `leaseMs`, else the store's, else 30_000
+   */
+  leaseMs?: number;
+  /**
+   * Lease mode: extend the lease every `heartbeatMs` while the resolver runs; shorter than `leaseMs`.
+   * @default the middleware's `heartbeatMs`, else the store's, else none
+   */
+  heartbeatMs?: number;
+}
+
+/** Add to your meta type (`initTRPC.meta<IdempotencyMeta>()`) to set policy per procedure. */
+export interface IdempotencyMeta {
+  idempotency?: IdempotencyPolicy;
+}
+
+/**
+ * What the middleware adds to the context: the transaction client under `txName`, and
+ * `idempotency`, which is `null` when the key is optional and the client sent none.
+ */
+export type IdempotencyContextOverrides<Tx, TxName extends string = 'tx'> = {
+  [Name in TxName]: Tx;
+} & { idempotency: IdempotencyContext | null };
+
+/** What `scope` receives. */
+export interface ScopeOptions<Ctx> {
+  ctx: Ctx;
+  /** The validated input, key field included. */
+  input: unknown;
+  /** The procedure path. */
+  path: string;
+}
+
+/** Options of `idempotency()`: the `runIdempotent` options, and how to read keys from tRPC calls. */
+export interface IdempotencyOptions<Ctx, Tx, TxName extends string = 'tx'>
+  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input'> {
+  /**
+   * The principal or tenant a key belongs to, such as `({ ctx }) => ctx.user.id`. Two scopes
+   * never see each other's records. Return `null` only with `allowGlobalScope: true`.
+   */
+  scope: (opts: ScopeOptions<Ctx>) => RunIdempotentOptions['scope'] | Promise<RunIdempotentOptions['scope']>;
+  /**
+   * The request header that carries the key (case-insensitive).
+   * @default 'Idempotency-Key'
+   */
+  header?: string;
+  /**
+   * The input field that carries the key. It is left out of the fingerprint, and read from the
+   * raw input when the schema does not declare it.
+   * @default 'idempotencyKey'
+   */
+  inputField?: string;
+  /**
+   * Where the request headers are.
+   * @default ctx.req.headers (standalone, Node and fetch adapters), else ctx.headers
+   */
+  getHeaders?: (ctx: Ctx) => HeadersLike | undefined;
+  /**
+   * The context field the transaction client is put in; `'db'` shadows a `ctx.db` client.
+   * @default 'tx'
+   */
+  txName?: TxName;
+  /**
+   * Reject mutations without a key with `BAD_REQUEST`. When `false`, they run unrecorded, with
+   * `ctx.idempotency` set to `null` and `ctx.tx` as a keyed call would get it (a store
+   * transaction, or in lease mode the store's plain client).
+   * @default true
+   */
+  required?: boolean;
+}
+
+/** The middleware `idempotency()` returns, for `.use()`. */
+export type IdempotencyMiddleware<Ctx, Tx, TxName extends string = 'tx'> = TRPCMiddlewareFunction<
+  Ctx,
+  unknown,
+  object,
+  IdempotencyContextOverrides<Tx, TxName>,
+  unknown
+>;
+
+/**
+ * A tRPC v11 middleware that runs a mutation at most once per `(scope, key)` and replays its
+ * result to retries. Place it after `.input()`, since it fingerprints the validated input:
+ *
+ * `t.procedure.input(schema).use(idempotency({ store, scope: ({ ctx }) => ctx.user.id })).mutation(…)`
+ *
+ * The resolver gets the store's transaction client as `ctx.tx`: its writes commit with the
+ * record, or roll back with it. In lease mode (`mode: 'lease'`, for the middleware, the store or
+ * a procedure's `.meta`) `ctx.tx` is the store's plain client instead, and its writes commit on
+ * their own. Queries and subscriptions pass through untouched.
+ */
+export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
+  options: IdempotencyOptions<Ctx, Tx, TxName>,
+  // Spelled out rather than `IdempotencyMiddleware<…>`: through the alias, TypeScript no longer
+  // infers `Ctx` from the procedure builder, and `scope`'s `ctx` would be `unknown`.
+): TRPCMiddlewareFunction<Ctx, unknown, object, IdempotencyContextOverrides<Tx, TxName>, unknown> {
+  const {
+    scope: scopeOf,
+    header = 'Idempotency-Key',
+    inputField = 'idempotencyKey',
+    getHeaders = requestHeadersOf,
+    txName = 'tx' as TxName,
+    required = true,
+    ...core
+  } = options;
+  type Result = Awaited<ReturnType<IdempotencyMiddleware<Ctx, Tx, TxName>>>;
+  const contextOf = (tx: Tx, idempotency: IdempotencyContext | null) =>
+    ({ [txName]: tx, idempotency }) as IdempotencyContextOverrides<Tx, TxName>;
+
+  return async (opts) => {
+    if (opts.type !== 'mutation') return opts.next();
+    const { input, path } = opts;
+    // tRPC types it as the user's context overwritten with nothing, which is the user's context.
+    const ctx = opts.ctx as Ctx;
+    const policy = (opts.meta as IdempotencyMeta | undefined)?.idempotency;
+    let replayed = false;
+    const signalReplay = () => {
+      // In a batch the header would speak for every call in it.
+      if (replayed && callsInRequest(ctx, opts.batchIndex) === 1)
+        setResponseHeader(ctx, 'Idempotent-Replayed', 'true');
+    };
+
+    if (input === undefined && (await opts.getRawInput()) !== undefined) {
+      throw new TRPCError({
+        code: 'INTERNAL_SERVER_ERROR',
+        message: `idempotency() on "${path}" runs before the input is validated: place .use(idempotency(…)) after .input(…), so the fingerprint hashes the validated input`,
+      });
+    }
+
+    try {
+      const { key, fingerprinted } = await readKey(opts, ctx, {
+        header,
+        inputField,
+        getHeaders,
+        keyPolicy: core.keyPolicy,
+      });
+
+      if (key === undefined) {
+        if (policy?.required ?? required) {
+          throw new IdempotencyKeyMissingError(
+            `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
+          );
+        }
+        // Unrecorded, but `ctx.tx` is still what the resolver expects: the plain client in lease
+        // mode, else a transaction.
+        const { store } = core;
+        if ((policy?.mode ?? core.mode ?? store.defaults?.mode) === 'lease' && store.lease) {
+          return await opts.next({ ctx: contextOf(store.lease.client, null) });
+        }
+        return await store.transaction(async (session) => {
+          const result = await opts.next({ ctx: contextOf(session.tx, null) });
+          if (!result.ok) throw result.error;
+          return result;
+        });
+      }
+
+      let ran: Result | undefined;
+      const outcome = await runIdempotent(
+        {
+          ...core,
+          errorCodec: core.errorCodec ?? trpcErrorCodec,
+          ttlMs: policy?.ttlMs ?? core.ttlMs,
+          mode: policy?.mode ?? core.mode,
+          leaseMs: policy?.leaseMs ?? core.leaseMs,
+          heartbeatMs: policy?.heartbeatMs ?? core.heartbeatMs,
+          scope: await scopeOf({ ctx, input, path }),
+          key,
+          operation: path,
+          input: fingerprinted,
+          onEvent: (event) => {
+            if (event.type === 'replayed') replayed = true;
+            core.onEvent?.(event);
+          },
+        },
+        async (tx, claim) => {
+          const { fingerprint, firstSeenAt } = claim;
+          const result = await opts.next({
+            ctx: contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt }),
+          });
+          // tRPC hands back the resolver's error instead of throwing it: throwing it here is
+          // what rolls the transaction back.
+          if (!result.ok) throw result.error;
+          ran = result;
+          return result.data;
+        },
+      );
+      if (!outcome.replayed) return ran!;
+      signalReplay();
+      // The shape `next()` returns; tRPC reads only `ok` and `data` from it.
+      return { ok: true, data: outcome.value } as Result;
+    } catch (error) {
+      signalReplay();
+      if (!isIdempotencyError(error)) throw error;
+      if (error.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
+        const { retryAfterSeconds } = error as IdempotencyKeyInProgressError;
+        setResponseHeader(ctx, 'Retry-After', String(retryAfterSeconds));
+      }
+      throw toTRPCError(error);
+    }
+  };
+}
+
+/**
+ * The call's key, from the header or the input field, and the input to fingerprint (without the
+ * key field). A header key on a batch of several calls could belong to any of them: refused.
+ */
+async function readKey<Ctx>(
+  call: { input: unknown; getRawInput: () => Promise<unknown>; batchIndex: number },
+  ctx: Ctx,
+  options: Pick<IdempotencyOptions<Ctx, unknown>, 'keyPolicy'> & {
+    header: string;
+    inputField: string;
+    getHeaders: (ctx: Ctx) => HeadersLike | undefined;
+  },
+): Promise<{ key: string | undefined; fingerprinted: unknown }> {
+  const { header, inputField, keyPolicy } = options;
+  const headerKey = parseKeyHeader(headerOf(options.getHeaders(ctx), header), keyPolicy);
+  if (headerKey !== undefined && callsInRequest(ctx, call.batchIndex) > 1) {
+    throw new IdempotencyKeyInvalidError(
+      `An ${header} header on a batch of several calls is ambiguous: send the key in each call's "${inputField}" input, or do not batch mutations`,
+    );
+  }
+  const { input } = call;
+  if (isRecord(input) && Object.hasOwn(input, inputField)) {
+    const { [inputField]: inputKey, ...rest } = input;
+    return { key: resolveKey(headerKey, inputKey, keyPolicy), fingerprinted: rest };
+  }
+  // A schema that does not declare the field strips it: read it from what the client sent.
+  const raw = await call.getRawInput();
+  const rawKey = isRecord(raw) && Object.hasOwn(raw, inputField) ? raw[inputField] : undefined;
+  return { key: resolveKey(headerKey, rawKey, keyPolicy), fingerprinted: input };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,265 @@
+import { execFile, spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { connect, databases, describeEachDatabase } from '../helpers/databases.js';
+import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
+import { countRecords, insertRecords } from '../helpers/records.js';
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI as a user would: its own process, its own exit code. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<Outcome> {
+  const { DATABASE_URL: _inherited, ...parentEnv } = process.env;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/index.ts', ...args],
+      { env: { ...parentEnv, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+const at = (iso: string) => new Date(iso);
+const hourAgo = () => new Date(Date.now() - 3_600_000);
+const inAnHour = () => new Date(Date.now() + 3_600_000);
+
+// `sweep` and `stats` see the whole table: each database gets a schema, database or file of its own.
+describeEachDatabase('the idempotent-mutations CLI', (shared) => {
+  let isolated: IsolatedDatabase;
+  let prisma: Awaited<ReturnType<typeof connect>>;
+  let url: string;
+  const { provider } = shared;
+
+  beforeAll(async () => {
+    isolated = await isolatedDatabase(shared);
+    url = isolated.db.url!;
+    prisma = await connect(isolated.db);
+  });
+  afterAll(async () => {
+    await prisma?.$disconnect();
+    await isolated?.drop();
+  });
+  beforeEach(async () => {
+    await prisma.$executeRawUnsafe('DELETE FROM idempotency_records');
+  });
+
+  it('sweeps expired records in batches, with a progress line on stderr, and leaves live ones', async () => {
+    await insertRecords(prisma, provider, [
+      ...Array.from({ length: 2_500 }, (_, i) => ({ scope: 'u', key: `old-${i}`, expiresAt: hourAgo() })),
+      ...Array.from({ length: 3 }, (_, i) => ({ scope: 'u', key: `live-${i}`, expiresAt: inAnHour() })),
+      {
+        scope: 'u',
+        key: 'leased',
+        status: 'IN_PROGRESS' as const,
+        ownerToken: 'a'.repeat(64),
+        lockedUntil: inAnHour(),
+        expiresAt: hourAgo(),
+      },
+    ]);
+    const { code, stdout, stderr } = await cli(['sweep', '--batch-size', '1000', '--database-url', url]);
+    expect({ code, stdout }).toEqual({ code: 0, stdout: 'Deleted 2500 expired records in 3 batches.\n' });
+    expect(stderr).toContain('Sweeping: 1000 records deleted in 1 batch…');
+    expect(await countRecords(prisma, provider, 'u')).toBe(4);
+  });
+
+  it('takes the URL from DATABASE_URL and reports a sweep as JSON', async () => {
+    await insertRecords(prisma, provider, [
+      ...Array.from({ length: 5 }, (_, i) => ({ scope: 'u', key: `old-${i}`, expiresAt: hourAgo() })),
+    ]);
+    const { code, stdout } = await cli(['sweep', '--json', '--max-batches', '1'], { DATABASE_URL: url });
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ deleted: 5, batches: 1, interrupted: false });
+    expect(await countRecords(prisma, provider, 'u')).toBe(0);
+  });
+
+  it('reports stats as JSON and as a table', async () => {
+    await insertRecords(prisma, provider, [
+      { scope: 'a', key: 'done', createdAt: at('2020-01-01T00:00:00Z'), expiresAt: inAnHour() },
+      { scope: 'a', key: 'expired', createdAt: at('2020-01-02T00:00:00Z'), expiresAt: hourAgo() },
+      {
+        scope: 'b',
+        key: 'stuck',
+        status: 'IN_PROGRESS',
+        ownerToken: 'b'.repeat(64),
+        createdAt: at('2020-01-03T00:00:00Z'),
+        lockedUntil: hourAgo(),
+        expiresAt: inAnHour(),
+      },
+    ]);
+    const json = await cli(['stats', '--json', '--database-url', url]);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual({
+      total: 3,
+      inProgress: 1,
+      completed: 2,
+      oldestCreatedAt: '2020-01-01T00:00:00.000Z',
+      newestCreatedAt: '2020-01-03T00:00:00.000Z',
+      expired: 1,
+      stuck: 1,
+    });
+    const table = await cli(['stats', '--database-url', url]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/^Records +3$/m);
+    expect(table.stdout).toMatch(/^Oldest record created +2020-01-01T00:00:00.000Z$/m);
+    expect(table.stdout).toMatch(/^In progress past their lease +1$/m);
+  });
+
+  it('lists in-progress records past their lease, and says so when there are none', async () => {
+    expect(await cli(['stuck', '--database-url', url])).toMatchObject({
+      code: 0,
+      stdout: 'No in-progress records past their lease.\n',
+    });
+    const lockedUntil = hourAgo();
+    await insertRecords(prisma, provider, [
+      {
+        scope: 'b',
+        key: 'stuck',
+        status: 'IN_PROGRESS',
+        ownerToken: 'b'.repeat(64),
+        createdAt: at('2020-01-03T00:00:00Z'),
+        lockedUntil,
+        expiresAt: at('2100-01-01T00:00:00Z'),
+      },
+      {
+        scope: 'b',
+        key: 'running',
+        status: 'IN_PROGRESS',
+        ownerToken: 'c'.repeat(64),
+        lockedUntil: inAnHour(),
+        expiresAt: at('2100-01-01T00:00:00Z'),
+      },
+    ]);
+    const { code, stdout } = await cli(['stuck', '--json', '--database-url', url]);
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual([
+      {
+        scope: 'b',
+        key: 'stuck',
+        operation: 'test.op',
+        createdAt: '2020-01-03T00:00:00.000Z',
+        lockedUntil: lockedUntil.toISOString(),
+        expiresAt: '2100-01-01T00:00:00.000Z',
+      },
+    ]);
+  });
+});
+
+describe('the idempotent-mutations CLI interrupted', () => {
+  it('stops a sweep after the batch in flight on Ctrl-C, says so and exits 130', async () => {
+    const isolated = await isolatedDatabase(databases[0]!);
+    const prisma = await connect(isolated.db);
+    try {
+      const rows = Array.from({ length: 30_000 }, (_, i) => ({
+        scope: 'u',
+        key: `k-${i}`,
+        expiresAt: hourAgo(),
+      }));
+      await insertRecords(prisma, 'sqlite', rows);
+      const child = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'src/cli/index.ts',
+          'sweep',
+          '--batch-size',
+          '1',
+          '--database-url',
+          isolated.db.url!,
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk) => (stdout += chunk));
+      let interrupted = false;
+      child.stderr.on('data', (chunk) => {
+        stderr += chunk;
+        // One Ctrl-C: a second one, once the sweep has finished, would meet no handler and kill it.
+        if (!interrupted && stderr.includes('Sweeping:')) {
+          interrupted = true;
+          child.kill('SIGINT');
+        }
+      });
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      expect(code).toBe(130);
+      expect(stderr).toContain('Stopping after the current batch');
+      const deleted = Number(
+        /^Deleted (\d+) expired records in \d+ batches \(interrupted\)\.$/m.exec(stdout)?.[1],
+      );
+      expect(deleted).toBeGreaterThan(0);
+      expect(await countRecords(prisma, 'sqlite', 'u')).toBe(30_000 - deleted);
+    } finally {
+      await prisma.$disconnect();
+      await isolated.drop();
+    }
+  });
+});
+
+describe('the idempotent-mutations CLI on bad input', () => {
+  /** The error is one line on stderr, naming the problem, and the exit code is not 0. */
+  function expectOneLineError(outcome: Outcome, pattern: RegExp) {
+    expect(outcome.code).not.toBe(0);
+    expect(outcome.stdout).toBe('');
+    expect(outcome.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(outcome.stderr).toMatch(pattern);
+  }
+
+  it('rejects a URL of an unsupported scheme', async () => {
+    expectOneLineError(
+      await cli(['stats', '--database-url', 'redis://127.0.0.1:6379']),
+      /^idempotent-mutations: Unsupported database URL redis:/,
+    );
+  });
+
+  it('says it cannot reach a PostgreSQL server that does not answer, without the password', async () => {
+    const outcome = await cli(['sweep', '--database-url', 'postgresql://postgres:hunter2@127.0.0.1:1/test']);
+    expectOneLineError(outcome, /cannot reach postgresql:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/test/);
+    expect(outcome.stderr).not.toContain('hunter2');
+  });
+
+  it('says it cannot reach a MariaDB server that does not answer', async () => {
+    expectOneLineError(
+      await cli([
+        'stats',
+        '--database-url',
+        'mysql://root@127.0.0.1:1/test?connectTimeout=500&acquireTimeout=1000',
+      ]),
+      /cannot reach mysql:\/\/root@127\.0\.0\.1:1\/test.*ECONNREFUSED/,
+    );
+  });
+
+  it('asks for a URL when there is none', async () => {
+    expectOneLineError(await cli(['stats']), /pass --database-url or set DATABASE_URL/);
+  });
+
+  it('refuses a missing SQLite file instead of creating one, and names a database without the table', async () => {
+    expectOneLineError(await cli(['stats', '--database-url', 'file:.tmp/missing.db']), /no SQLite database/);
+    await writeFile('.tmp/cli-empty.db', '');
+    expectOneLineError(
+      await cli(['stuck', '--database-url', 'file:.tmp/cli-empty.db']),
+      /idempotency_records.*apply the migrations/,
+    );
+  });
+
+  it('rejects a batch size that is not a positive integer', async () => {
+    const outcome = await cli(['sweep', '--batch-size', '0', '--database-url', 'file:.tmp/x.db']);
+    expect(outcome.code).not.toBe(0);
+    expect(outcome.stderr).toContain("argument '0' is invalid");
+  });
+
+  it.each([[[]], [['sweep']], [['stats']], [['stuck']]])('prints help for %j --help', async (command) => {
+    const { code, stdout } = await cli([...command, '--help']);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^Usage: idempotent-mutations/);
+    if (command.length) expect(stdout).toContain('--database-url <url>');
+  });
+});

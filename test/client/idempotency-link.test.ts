@@ -1,0 +1,249 @@
+import { createTRPCClient, httpLink, retryLink, TRPCClientError } from '@trpc/client';
+import superjson from 'superjson';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../examples/shared/fault-proxy.js';
+import { type IdempotencyLinkOptions, idempotencyHeaders, idempotencyLink } from '../../src/client/index.js';
+import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { type PaymentsBackend, paymentsBackend } from './payments.js';
+import { createBatchClient, createClient } from './samples/trpc-client.js';
+import { type PaymentsRouter, startTrpcServer } from './trpc-payments-server.js';
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const keyOf = (request: ProxiedRequest) => request.headers['idempotency-key'];
+/** The `idempotencyKey` input fields of a (batched) tRPC request body. */
+const inputKeysOf = (request: ProxiedRequest): string[] =>
+  Object.values(JSON.parse(request.body) as Record<string, { json: { idempotencyKey?: string } }>).map(
+    (input) => input.json.idempotencyKey ?? '',
+  );
+
+/** Through the fault proxy to a standalone tRPC server with the library's `idempotency()` middleware. */
+describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
+  let backend: PaymentsBackend;
+  let server: Awaited<ReturnType<typeof startTrpcServer>>;
+  let proxy: FaultProxy;
+  let scope: string;
+
+  beforeAll(async () => {
+    backend = paymentsBackend(await connect(db));
+    server = await startTrpcServer(backend);
+  });
+  afterAll(async () => {
+    await server?.close();
+    await backend?.close();
+    await backend?.prisma.$disconnect();
+  });
+  beforeEach(async () => {
+    proxy = await startFaultProxy(server.url);
+    scope = uniqueScope();
+    Object.assign(backend, { resolverDelayMs: 0, storeUp: true });
+  });
+  afterEach(async () => {
+    await proxy.settled();
+    await proxy.close();
+  });
+
+  /** A client with fast retries, so failing tests fail fast. */
+  const client = (retry: IdempotencyLinkOptions['retry'] = { baseDelayMs: 50, maxDelayMs: 2_000 }) =>
+    createTRPCClient<PaymentsRouter>({
+      links: [
+        idempotencyLink({ retry }),
+        httpLink({
+          url: proxy.url,
+          transformer: superjson,
+          headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${scope}` }),
+        }),
+      ],
+    });
+  const pay = { amount: '12.50', currency: 'EUR' };
+
+  it('retries a lost response with the same key and gets the original payment, written once', async () => {
+    proxy.plan('lose-response');
+    const payment = await createClient(proxy.url, scope).createPayment.mutate(pay);
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(payment).toEqual({
+      id: rows[0]!.id,
+      amount: '12.5',
+      currency: 'EUR',
+      createdAt: rows[0]!.createdAt,
+    });
+    expect(payment.createdAt).toBeInstanceOf(Date);
+    expect(backend.runs).toBeGreaterThanOrEqual(1);
+    const [lost, retried] = proxy.requests;
+    expect(proxy.requests).toHaveLength(2);
+    expect(lost).toMatchObject({ status: 200, delivered: false });
+    expect(retried).toMatchObject({ status: 200, delivered: true });
+    expect(retried!.responseHeaders!['idempotent-replayed']).toBe('true');
+    expect(keyOf(lost!)).toMatch(UUID_V4);
+    expect(keyOf(retried!)).toBe(keyOf(lost!));
+  });
+
+  it('waits out a 409 for the Retry-After it names, then gets the replay of the slow first attempt', async () => {
+    backend.resolverDelayMs = 1_500;
+    const runsBefore = backend.runs;
+    proxy.behave(async (_, index) => {
+      if (index === 0) return 'cut-after-request'; // the client gives up; the server keeps going
+      if (index === 1) await backend.whenRuns(runsBefore + 1); // the retry lands while the key is held
+      return 'forward';
+    });
+    const payment = await client().createPayment.mutate(pay);
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(payment.id).toBe(rows[0]!.id);
+    const statuses = proxy.requests.map((r) => r.status);
+    expect(statuses[1]).toBe(409);
+    expect(statuses.at(-1)).toBe(200);
+    const conflict = proxy.requests[1]!;
+    expect(conflict.responseHeaders!['retry-after']).toBe('1');
+    expect(conflict.responseBody).toContain('"idempotencyCode":"IDEMPOTENCY_KEY_IN_PROGRESS"');
+    expect(proxy.requests[2]!.at - conflict.at).toBeGreaterThanOrEqual(900);
+    expect(new Set(proxy.requests.map(keyOf)).size).toBe(1);
+  });
+
+  it('retries a 503 while the store is down and succeeds once it is back, with the same key', async () => {
+    backend.storeUp = false;
+    proxy.behave((_, index) => {
+      if (index === 1) backend.storeUp = true;
+      return 'forward';
+    });
+    const payment = await client().createPayment.mutate(pay);
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(payment.id).toBe(rows[0]!.id);
+    expect(proxy.requests.map((r) => r.status)).toEqual([503, 200]);
+    expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+  });
+
+  it('returns a 422 at once: the same key with another input is never retried', async () => {
+    const trpc = client();
+    await trpc.createPayment.mutate(pay, { context: { idempotencyKey: 'reused-key' } });
+    const error = await trpc.createPayment
+      .mutate({ ...pay, amount: '99.00' }, { context: { idempotencyKey: 'reused-key' } })
+      .catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect((error as TRPCClientError<PaymentsRouter>).data?.httpStatus).toBe(422);
+    expect((error as TRPCClientError<PaymentsRouter>).data?.code).toBe('UNPROCESSABLE_CONTENT');
+    expect((error as TRPCClientError<PaymentsRouter>).data?.idempotencyCode).toBe('IDEMPOTENCY_KEY_MISMATCH');
+    expect(proxy.requests.map((r) => r.status)).toEqual([200, 422]);
+    expect(await backend.paymentsOf(scope)).toHaveLength(1);
+  });
+
+  it('returns a 400 at once: a malformed key is never retried', async () => {
+    const error = await client()
+      .createPayment.mutate(pay, { context: { idempotencyKey: 'not a valid key' } })
+      .catch((e: unknown) => e);
+
+    expect((error as TRPCClientError<PaymentsRouter>).data?.httpStatus).toBe(400);
+    expect((error as TRPCClientError<PaymentsRouter>).data?.idempotencyCode).toBe('IDEMPOTENCY_KEY_INVALID');
+    expect(proxy.requests.map((r) => r.status)).toEqual([400]);
+    expect(await backend.paymentsOf(scope)).toHaveLength(0);
+  });
+
+  it('gives two logical mutations two keys, and writes two payments', async () => {
+    const trpc = client();
+    const first = await trpc.createPayment.mutate(pay);
+    const second = await trpc.createPayment.mutate(pay);
+
+    const keys = proxy.requests.map(keyOf);
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toMatch(UUID_V4);
+    expect(keys[1]).toMatch(UUID_V4);
+    expect(keys[0]).not.toBe(keys[1]);
+    expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([first.id, second.id]);
+  });
+
+  it("sends the caller's context.idempotencyKey instead of its own, on every retry", async () => {
+    proxy.plan('lose-response', 'drop-request');
+    await client().createPayment.mutate(pay, { context: { idempotencyKey: 'order-42' } });
+
+    expect(proxy.requests.map(keyOf)).toEqual(['order-42', 'order-42', 'order-42']);
+    expect(await backend.paymentsOf(scope)).toHaveLength(1);
+  });
+
+  it("keeps the key when tRPC's retryLink, placed before it, sends the call again", async () => {
+    proxy.plan('lose-response');
+    const trpc = createTRPCClient<PaymentsRouter>({
+      links: [
+        retryLink({ retry: ({ attempts }) => attempts < 3 }),
+        idempotencyLink({ retry: { attempts: 1 } }),
+        httpLink({
+          url: proxy.url,
+          transformer: superjson,
+          headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${scope}` }),
+        }),
+      ],
+    });
+    const payment = await trpc.createPayment.mutate(pay);
+
+    expect(proxy.requests).toHaveLength(2);
+    expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+    expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([payment.id]);
+  });
+
+  it('gives up after `attempts` and returns the last error', async () => {
+    proxy.behave(() => 'drop-request');
+    const error = await client({ attempts: 3, baseDelayMs: 10 })
+      .createPayment.mutate(pay)
+      .catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect(proxy.requests).toHaveLength(3);
+  });
+
+  it('stops retrying as soon as the signal aborts, mid-wait', async () => {
+    const controller = new AbortController();
+    proxy.behave((_, index) => {
+      if (index === 0) setTimeout(() => controller.abort(), 100);
+      return 'drop-request';
+    });
+    const error = await client({ baseDelayMs: 1_000, maxDelayMs: 1_000 })
+      .createPayment.mutate(pay, { signal: controller.signal })
+      .catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect((error as TRPCClientError<PaymentsRouter>).cause?.name).toBe('AbortError');
+    // Well past the moment a retry would have been sent:
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(proxy.requests).toHaveLength(1);
+  });
+
+  it('passes queries through without a key and without retrying them', async () => {
+    const trpc = client();
+    proxy.plan('drop-request');
+    await expect(trpc.paymentCount.query()).rejects.toBeInstanceOf(TRPCClientError);
+    expect(await trpc.paymentCount.query()).toBe(0);
+
+    expect(proxy.requests).toHaveLength(2);
+    expect(proxy.requests.map(keyOf)).toEqual([undefined, undefined]);
+    expect(proxy.requests.map((r) => r.method)).toEqual(['GET', 'GET']);
+  });
+
+  it('with httpBatchLink sends each key in its input, and retries a lost batch per call', async () => {
+    proxy.plan('lose-response');
+    const trpc = createBatchClient(proxy.url, scope);
+    const [a, b] = await Promise.all([
+      trpc.createPayment.mutate({ ...pay, amount: '1.00' }),
+      trpc.createPayment.mutate({ ...pay, amount: '2.00' }),
+    ]);
+
+    // The calls of a batch run concurrently on the server: rows may come in either order.
+    const rows = (await backend.paymentsOf(scope)).map((p) => [p.id, p.amount.toString()]);
+    expect(rows.sort((x, y) => Number(x[1]) - Number(y[1]))).toEqual([
+      [a.id, '1'],
+      [b.id, '2'],
+    ]);
+    const [batch, ...retries] = proxy.requests;
+    expect(batch!.delivered).toBe(false);
+    const keys = inputKeysOf(batch!);
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toMatch(UUID_V4);
+    expect(keys[1]).toMatch(UUID_V4);
+    expect(keys[0]).not.toBe(keys[1]);
+    expect(retries.flatMap(inputKeysOf).sort()).toEqual([...keys].sort());
+    expect(proxy.requests.map(keyOf)).toEqual(proxy.requests.map(() => undefined));
+  });
+});

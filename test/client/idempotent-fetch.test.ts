@@ -1,0 +1,320 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../examples/shared/fault-proxy.js';
+import { createOrderServer } from '../../examples/yoga-orders/app.js';
+import { type FetchFunction, idempotentFetch, type RetryOptions } from '../../src/client/index.js';
+import { listen } from '../envelop/graphql-client.js';
+import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { type PaymentsBackend, paymentsBackend } from './payments.js';
+import { createPayment } from './samples/graphql-fetch.js';
+import { startYogaServer } from './yoga-payments-server.js';
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const keyOf = (request: ProxiedRequest) => request.headers['idempotency-key'];
+const PAY =
+  'mutation Pay($amount: String!) { createPayment(amount: $amount, currency: "EUR") { id amount } }';
+
+interface PaymentResponse {
+  data?: { createPayment: { id: number; amount: string } } | null;
+  errors?: { message: string; extensions?: { code?: string } }[];
+}
+
+/** Through the fault proxy to a Yoga server with the library's `useIdempotency()` plugin. */
+describeEachDatabase('idempotentFetch through a fault proxy', (db) => {
+  let backend: PaymentsBackend;
+  let server: Awaited<ReturnType<typeof startYogaServer>>;
+  let proxy: FaultProxy;
+  let scope: string;
+
+  beforeAll(async () => {
+    backend = paymentsBackend(await connect(db));
+    server = await startYogaServer(backend);
+  });
+  afterAll(async () => {
+    await server?.close();
+    await backend?.close();
+    await backend?.prisma.$disconnect();
+  });
+  beforeEach(async () => {
+    // The proxy fronts Yoga's /graphql; the client sees the same path on the proxy.
+    proxy = await startFaultProxy(new URL(server.url).origin);
+    scope = uniqueScope();
+    Object.assign(backend, { resolverDelayMs: 0, storeUp: true });
+  });
+  afterEach(async () => {
+    await proxy.settled();
+    await proxy.close();
+  });
+
+  const endpoint = () => `${proxy.url}/graphql`;
+  /** One GraphQL POST through `idempotentFetch` with fast retries. */
+  const post = async (
+    body: unknown,
+    {
+      headers = {},
+      retry = { baseDelayMs: 50, maxDelayMs: 2_000 },
+      signal,
+    }: Partial<{
+      headers: Record<string, string>;
+      retry: RetryOptions;
+      signal: AbortSignal;
+    }> = {},
+  ) => {
+    const response = await idempotentFetch(fetch, { retry })(endpoint(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${scope}`, ...headers },
+      body: JSON.stringify(body),
+      signal,
+    });
+    return { status: response.status, json: (await response.json()) as PaymentResponse };
+  };
+  const pay = (amount = '12.50') => ({ query: PAY, variables: { amount } });
+
+  it('retries a lost response with the same key and gets the original payment, written once', async () => {
+    proxy.plan('lose-response');
+    const result = await createPayment(endpoint(), scope, '12.50');
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(result.data?.createPayment).toEqual({
+      id: rows[0]!.id,
+      amount: '12.5',
+      createdAt: rows[0]!.createdAt.toISOString(),
+    });
+    const [lost, retried] = proxy.requests;
+    expect(proxy.requests).toHaveLength(2);
+    expect(lost).toMatchObject({ status: 200, delivered: false });
+    expect(retried).toMatchObject({ status: 200, delivered: true });
+    expect(keyOf(lost!)).toMatch(UUID_V4);
+    expect(keyOf(retried!)).toBe(keyOf(lost!));
+    expect(retried!.body).toBe(lost!.body);
+    // The retry got the stored result of the first attempt, replayed verbatim.
+    const replay = JSON.parse(retried!.responseBody!);
+    expect(replay.extensions.idempotency).toMatchObject({ key: keyOf(lost!), replayed: true });
+    expect(replay.data).toEqual(JSON.parse(lost!.responseBody!).data);
+  });
+
+  it('waits out a 409 for the Retry-After it names, then gets the replay of the slow first attempt', async () => {
+    backend.resolverDelayMs = 1_500;
+    const runsBefore = backend.runs;
+    proxy.behave(async (_, index) => {
+      if (index === 0) return 'cut-after-request';
+      if (index === 1) await backend.whenRuns(runsBefore + 1);
+      return 'forward';
+    });
+    const { status, json } = await post(pay());
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(status).toBe(200);
+    expect(json.data?.createPayment.id).toBe(rows[0]!.id);
+    const statuses = proxy.requests.map((r) => r.status);
+    expect(statuses[1]).toBe(409);
+    expect(statuses.at(-1)).toBe(200);
+    const conflict = proxy.requests[1]!;
+    expect(conflict.responseHeaders!['retry-after']).toBe('1');
+    expect(JSON.parse(conflict.responseBody!).errors[0].extensions.code).toBe('IDEMPOTENCY_KEY_IN_PROGRESS');
+    expect(proxy.requests[2]!.at - conflict.at).toBeGreaterThanOrEqual(900);
+    expect(new Set(proxy.requests.map(keyOf)).size).toBe(1);
+  });
+
+  it('retries a 503 while the store is down and succeeds once it is back, with the same key', async () => {
+    backend.storeUp = false;
+    proxy.behave((_, index) => {
+      if (index === 1) backend.storeUp = true;
+      return 'forward';
+    });
+    const { json } = await post(pay());
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(json.data?.createPayment.id).toBe(rows[0]!.id);
+    expect(proxy.requests.map((r) => r.status)).toEqual([503, 200]);
+    expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+  });
+
+  it('returns a 422 at once: the same key with another input is never retried', async () => {
+    const headers = { 'Idempotency-Key': 'reused-key' };
+    await post(pay('10.00'), { headers });
+    const { status, json } = await post(pay('99.00'), { headers });
+
+    expect(status).toBe(422);
+    expect(json.errors?.[0]?.extensions?.code).toBe('IDEMPOTENCY_KEY_MISMATCH');
+    expect(proxy.requests.map((r) => r.status)).toEqual([200, 422]);
+    expect(await backend.paymentsOf(scope)).toHaveLength(1);
+  });
+
+  it('gives two logical mutations two keys, and writes two payments', async () => {
+    const first = await post(pay());
+    const second = await post(pay());
+
+    const keys = proxy.requests.map(keyOf);
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toMatch(UUID_V4);
+    expect(keys[1]).toMatch(UUID_V4);
+    expect(keys[0]).not.toBe(keys[1]);
+    expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([
+      first.json.data?.createPayment.id,
+      second.json.data?.createPayment.id,
+    ]);
+  });
+
+  it("keeps the caller's own Idempotency-Key header, on every retry", async () => {
+    proxy.plan('lose-response', 'drop-request');
+    await post(pay(), { headers: { 'idempotency-key': 'order-42' } });
+
+    expect(proxy.requests.map(keyOf)).toEqual(['order-42', 'order-42', 'order-42']);
+    expect(await backend.paymentsOf(scope)).toHaveLength(1);
+  });
+
+  it('retries a Request object the same way, its body sent again', async () => {
+    proxy.plan('lose-response');
+    const request = new Request(endpoint(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${scope}` },
+      body: JSON.stringify(pay()),
+    });
+    const response = await idempotentFetch(fetch, { retry: { baseDelayMs: 50 } })(request);
+
+    const rows = await backend.paymentsOf(scope);
+    expect(((await response.json()) as PaymentResponse).data?.createPayment.id).toBe(rows[0]!.id);
+    expect(rows).toHaveLength(1);
+    expect(proxy.requests).toHaveLength(2);
+    expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+  });
+
+  it('stops retrying as soon as the signal aborts, mid-wait', async () => {
+    const controller = new AbortController();
+    proxy.behave((_, index) => {
+      if (index === 0) setTimeout(() => controller.abort(), 100);
+      return 'drop-request';
+    });
+    const error = await post(pay(), {
+      retry: { baseDelayMs: 1_000, maxDelayMs: 1_000 },
+      signal: controller.signal,
+    }).catch((e: unknown) => e);
+
+    expect((error as Error).name).toBe('AbortError');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(proxy.requests).toHaveLength(1);
+  });
+
+  it('passes queries through untouched: no key, no retry', async () => {
+    proxy.plan('drop-request');
+    await expect(post({ query: '{ paymentCount }' })).rejects.toThrow();
+    const { json } = await post({ query: 'query Count { paymentCount }' });
+
+    expect(json).toEqual({ data: { paymentCount: 0 } });
+    expect(proxy.requests.map(keyOf)).toEqual([undefined, undefined]);
+  });
+});
+
+/** Field-level keys, against the Yoga orders example of the README (`@idempotent createOrder`). */
+describeEachDatabase('idempotentFetch with field-level keys', (db) => {
+  let prisma: Awaited<ReturnType<typeof connect>>;
+  let server: Awaited<ReturnType<typeof listen>>;
+  let proxy: FaultProxy;
+
+  beforeAll(async () => {
+    prisma = await connect(db);
+    server = await listen(createOrderServer(prisma));
+  });
+  afterAll(async () => {
+    await server?.close();
+    await prisma?.$disconnect();
+  });
+  beforeEach(async () => {
+    proxy = await startFaultProxy(new URL(server.url).origin);
+  });
+  afterEach(async () => {
+    await proxy.settled();
+    await proxy.close();
+  });
+
+  it('adds no header to a mutation that passes its own key argument, and retries it with that key', async () => {
+    const userId = uniqueScope();
+    proxy.plan('lose-response');
+    const response = await idempotentFetch(fetch, { retry: { baseDelayMs: 50 } })(`${proxy.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-user-id': userId },
+      body: JSON.stringify({
+        query: `mutation Order($key: String) {
+          createOrder(input: { sku: "book", unitPrice: "9.50" }, idempotencyKey: $key) { id total }
+        }`,
+        variables: { key: 'order-7' },
+      }),
+    });
+    const { data, extensions } = (await response.json()) as {
+      data: { createOrder: { id: number; total: string } };
+      extensions: { idempotency: { createOrder: { key: string; replayed: boolean } } };
+    };
+
+    const orders = await prisma.order.findMany({ where: { userId } });
+    expect(orders.map((o) => o.id)).toEqual([data.createOrder.id]);
+    expect(data.createOrder.total).toBe('9.50');
+    expect(extensions.idempotency.createOrder).toMatchObject({ key: 'order-7', replayed: true });
+    expect(proxy.requests).toHaveLength(2);
+    expect(proxy.requests.map(keyOf)).toEqual([undefined, undefined]);
+  });
+});
+
+describe('idempotentFetch on requests it must leave alone', () => {
+  /** A fetch that answers 503 and records what it was given. */
+  function recordingFetch() {
+    const calls: { input: unknown; init: RequestInit | undefined }[] = [];
+    const fetch: FetchFunction = async (input, init) => {
+      calls.push({ input, init });
+      return new Response('{}', { status: 503 });
+    };
+    return { calls, fetch };
+  }
+  const mutation = JSON.stringify({ query: 'mutation { pay }' });
+
+  it.each([
+    ['a query', { method: 'POST', body: JSON.stringify({ query: '{ payments }' }) }],
+    ['a subscription', { method: 'POST', body: JSON.stringify({ query: 'subscription { paid }' }) }],
+    ['a batch (an array of operations)', { method: 'POST', body: `[${mutation}]` }],
+    [
+      'a persisted query without its text',
+      { method: 'POST', body: JSON.stringify({ extensions: { persistedQuery: { sha256Hash: 'abc' } } }) },
+    ],
+    ['a multipart upload', { method: 'POST', body: new FormData() }],
+    ['a body that is not JSON', { method: 'POST', body: 'mutation { pay }' }],
+    ['a GET', { method: 'GET' }],
+  ] as [string, RequestInit][])('passes %s to fetch once, exactly as given', async (_, init) => {
+    const { calls, fetch } = recordingFetch();
+    const response = await idempotentFetch(fetch, { retry: { baseDelayMs: 1 } })(
+      'http://127.0.0.1:1/graphql',
+      init,
+    );
+
+    expect(response.status).toBe(503);
+    expect(calls).toEqual([{ input: 'http://127.0.0.1:1/graphql', init }]);
+  });
+
+  it('reads a mutation sent as bytes, and sends the same text on every attempt', async () => {
+    const { calls, fetch } = recordingFetch();
+    const init = { method: 'POST', body: new TextEncoder().encode(mutation) };
+    const response = await idempotentFetch(fetch, { retry: { attempts: 3, baseDelayMs: 1 } })(
+      'http://x/graphql',
+      init,
+    );
+
+    expect(response.status).toBe(503);
+    expect(calls.map((c) => c.init?.body)).toEqual([mutation, mutation, mutation]);
+    const keys = calls.map((c) => new Headers(c.init?.headers).get('idempotency-key'));
+    expect(keys[0]).toMatch(UUID_V4);
+    expect(new Set(keys).size).toBe(1);
+  });
+
+  it('uses the header name and key generator it is given', async () => {
+    const { calls, fetch } = recordingFetch();
+    await idempotentFetch(fetch, {
+      header: 'X-Request-Key',
+      generateKey: () => 'k-1',
+      retry: { attempts: 1 },
+    })('http://x/graphql', { method: 'POST', body: mutation });
+
+    expect(new Headers(calls[0]!.init?.headers).get('x-request-key')).toBe('k-1');
+    expect(new Headers(calls[0]!.init?.headers).has('idempotency-key')).toBe(false);
+  });
+});

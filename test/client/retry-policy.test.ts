@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { retryAfterMs, retryDelay, sleep } from '../../src/client/retry-policy.js';
+
+const network = { kind: 'network' } as const;
+const status = (code: number, retryAfter?: string) => ({ kind: 'status', status: code, retryAfter }) as const;
+
+describe('retryDelay', () => {
+  it.each([400, 401, 403, 404, 422, 429, 500, 502])('never retries a %i', (code) => {
+    expect(retryDelay(status(code), 1)).toBeUndefined();
+  });
+
+  it.each([
+    ['a network failure', network],
+    ['a 409', status(409)],
+    ['a 503', status(503)],
+  ])('retries %s until the attempts are used up', (_, failure) => {
+    const options = { attempts: 3 };
+    expect(retryDelay(failure, 1, options)).toBeTypeOf('number');
+    expect(retryDelay(failure, 2, options)).toBeTypeOf('number');
+    expect(retryDelay(failure, 3, options)).toBeUndefined();
+  });
+
+  it('doubles the step each attempt, waits between half of it and all of it, and caps it', () => {
+    const options = { attempts: Number.POSITIVE_INFINITY, baseDelayMs: 100, maxDelayMs: 1_000 };
+    const bounds = (attempt: number) => [
+      retryDelay(network, attempt, options, () => 0),
+      retryDelay(network, attempt, options, () => 1),
+    ];
+    expect(bounds(1)).toEqual([50, 100]);
+    expect(bounds(2)).toEqual([100, 200]);
+    expect(bounds(4)).toEqual([400, 800]);
+    expect(bounds(5)).toEqual([500, 1_000]);
+    expect(bounds(30)).toEqual([500, 1_000]);
+  });
+
+  it('waits at least as long as Retry-After asks, up to maxDelayMs', () => {
+    const options = { baseDelayMs: 100, maxDelayMs: 10_000 };
+    expect(retryDelay(status(409, '2'), 1, options, () => 0)).toBe(2_000);
+    expect(retryDelay(status(503, '60'), 1, options, () => 0)).toBe(10_000);
+    expect(retryDelay(status(409, 'soon'), 1, options, () => 0)).toBe(50);
+  });
+
+  it('prefers the finer retryAfterMs of the body to the Retry-After header', () => {
+    const failure = { kind: 'status', status: 409, retryAfter: '1', retryAfterMs: 300 } as const;
+    expect(retryDelay(failure, 1, { baseDelayMs: 100 }, () => 0)).toBe(300);
+  });
+});
+
+describe('retryAfterMs', () => {
+  it('reads delay-seconds and HTTP dates, and ignores anything else', () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(retryAfterMs('3', now)).toBe(3_000);
+    expect(retryAfterMs(' 0 ', now)).toBe(0);
+    expect(retryAfterMs('Thu, 01 Jan 2026 00:00:05 GMT', now)).toBe(5_000);
+    expect(retryAfterMs('Wed, 31 Dec 2025 23:00:00 GMT', now)).toBe(0);
+    expect(retryAfterMs('-1', now)).toBeUndefined();
+    expect(retryAfterMs('', now)).toBeUndefined();
+    expect(retryAfterMs(null, now)).toBeUndefined();
+  });
+});
+
+describe('sleep', () => {
+  it('rejects with the reason as soon as the signal aborts', async () => {
+    const controller = new AbortController();
+    const waiting = sleep(60_000, controller.signal);
+    controller.abort(new Error('stop'));
+    await expect(waiting).rejects.toThrow('stop');
+  });
+});

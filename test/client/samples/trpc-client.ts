@@ -1,0 +1,29 @@
+import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
+import { idempotencyHeaders, idempotencyLink } from 'idempotent-mutations/client';
+import superjson from 'superjson';
+import type { PaymentsRouter as AppRouter } from '../trpc-payments-server.js';
+
+/** Each mutation gets one key; its retries (lost response, 409, 503) reuse it. */
+export function createClient(url: string, token: string) {
+  return createTRPCClient<AppRouter>({
+    links: [
+      idempotencyLink({ retry: { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } }),
+      httpLink({
+        url,
+        transformer: superjson,
+        // The link puts the key in the operation's context; this sends it as `Idempotency-Key`.
+        headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${token}` }),
+      }),
+    ],
+  });
+}
+
+/** With batching, calls share one set of headers: the key travels in each input instead. */
+export function createBatchClient(url: string, token: string) {
+  return createTRPCClient<AppRouter>({
+    links: [
+      idempotencyLink({ sendKeyIn: 'input' }), // as `idempotencyKey`, next to the input's fields
+      httpBatchLink({ url, transformer: superjson, headers: { authorization: `Bearer ${token}` } }),
+    ],
+  });
+}

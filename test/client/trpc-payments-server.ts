@@ -1,0 +1,54 @@
+import type { AddressInfo } from 'node:net';
+import { initTRPC } from '@trpc/server';
+import { type CreateHTTPContextOptions, createHTTPServer } from '@trpc/server/adapters/standalone';
+import superjson from 'superjson';
+import { z } from 'zod';
+import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
+import { type PaymentsBackend, scopeOf, WAIT_TIMEOUT_MS } from './payments.js';
+
+type Context = Pick<CreateHTTPContextOptions, 'req' | 'res' | 'info'> & { userId: string };
+
+const t = initTRPC
+  .context<Context>()
+  .create({ transformer: superjson, errorFormatter: idempotencyErrorFormatter });
+
+/** A tRPC router whose `createPayment` goes through the library's `idempotency()` middleware. */
+export function paymentsRouter(backend: PaymentsBackend) {
+  return t.router({
+    createPayment: t.procedure
+      .input(z.object({ amount: z.string(), currency: z.string() }))
+      .use(
+        idempotency({
+          store: backend.store,
+          scope: ({ ctx }) => ctx.userId,
+          waitTimeoutMs: WAIT_TIMEOUT_MS,
+          retryAfterMs: 1_000,
+        }),
+      )
+      .mutation(({ ctx, input }) => backend.writePayment(ctx.tx, ctx.userId, input)),
+    paymentCount: t.procedure.query(({ ctx }) =>
+      backend.prisma.payment.count({ where: { userId: ctx.userId } }),
+    ),
+  });
+}
+
+/** The router's type, for the typed client. */
+export type PaymentsRouter = ReturnType<typeof paymentsRouter>;
+
+/** Serves the router over the standalone adapter on 127.0.0.1 (a free port). */
+export async function startTrpcServer(backend: PaymentsBackend) {
+  const server = createHTTPServer({
+    router: paymentsRouter(backend),
+    createContext: ({ req, res, info }) => ({ req, res, info, userId: scopeOf(req.headers.authorization) }),
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,112 @@
+import { Decimal } from '@prisma/client/runtime/client';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { canonicalJson, fingerprint, IdempotencyInputError } from '../../src/index.js';
+
+/** Rebuilds an object with its keys in reverse order, recursively. */
+function reversed(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(reversed);
+  if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value).reverse()) {
+      Object.defineProperty(out, key, {
+        value: reversed((value as Record<string, unknown>)[key]),
+        enumerable: true,
+      });
+    }
+    return out;
+  }
+  return value;
+}
+
+describe('fingerprint', () => {
+  it('is a sha256 hex digest', () => {
+    expect(fingerprint('op', { a: 1 })).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('does not depend on object key order (property)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(fingerprint('op', reversed(value))).toBe(fingerprint('op', value));
+      }),
+    );
+  });
+
+  it('gives distinct values distinct fingerprints (property)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (a, b) => {
+        fc.pre(canonicalJson('op', a) !== canonicalJson('op', b));
+        expect(fingerprint('op', a)).not.toBe(fingerprint('op', b));
+      }),
+    );
+  });
+
+  it('depends on the operation', () => {
+    expect(fingerprint('a', {})).not.toBe(fingerprint('b', {}));
+  });
+
+  it.each([
+    ['1 and "1"', { v: 1 }, { v: '1' }],
+    ['a Date and its ISO string', { v: new Date(0) }, { v: new Date(0).toISOString() }],
+    ['null and a missing member', { v: null }, {}],
+    ['a BigInt and a number', { v: 1n }, { v: 1 }],
+    ['a BigInt and its string', { v: 1n }, { v: '1' }],
+    ['a Decimal and its string', { v: new Decimal('1.5') }, { v: '1.5' }],
+    ['a Set and an array', { v: new Set([1]) }, { v: [1] }],
+    ['a Map and an object', { v: new Map([['a', 1]]) }, { v: { a: 1 } }],
+    ['bytes and their base64', { v: new Uint8Array([1, 2]) }, { v: 'AQI=' }],
+    ['a forged tag and a Date', { v: { $date: new Date(0).toISOString() } }, { v: new Date(0) }],
+    ['undefined in an array and null', [undefined], [null]],
+    ['true and 1', { v: true }, { v: 1 }],
+  ])('tells apart %s', (_name, a, b) => {
+    expect(fingerprint('op', a)).not.toBe(fingerprint('op', b));
+  });
+
+  it.each([
+    ['undefined members and missing ones', { a: 1, b: undefined }, { a: 1 }],
+    ['Sets in any order', new Set([3, 1, 2]), new Set([2, 3, 1])],
+    [
+      'Maps in any order',
+      new Map<unknown, number>([
+        ['a', 1],
+        [2, 2],
+      ]),
+      new Map<unknown, number>([
+        [2, 2],
+        ['a', 1],
+      ]),
+    ],
+    ['equal Decimals written differently', new Decimal('1.50'), new Decimal('1.5')],
+    ['a Buffer and the same Uint8Array', Buffer.from([1, 2]), new Uint8Array([1, 2])],
+  ])('equates %s', (_name, a, b) => {
+    expect(fingerprint('op', a)).toBe(fingerprint('op', b));
+  });
+
+  it('is safe with __proto__ and constructor keys', () => {
+    const input = JSON.parse('{"__proto__": {"polluted": true}, "constructor": {"prototype": 1}}');
+    const a = fingerprint('op', input);
+    expect(a).not.toBe(fingerprint('op', {}));
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(canonicalJson('op', input)).toContain('"__proto__"');
+  });
+
+  it('rejects a deeply nested input with a clear error instead of overflowing the stack', () => {
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(() => fingerprint('op', deep)).toThrow(IdempotencyInputError);
+    expect(() => fingerprint('op', deep)).toThrow(/deeper than 64/);
+  });
+
+  it('rejects circular inputs, functions and lone surrogates', () => {
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(() => fingerprint('op', circular)).toThrow(/circular/);
+    expect(() => fingerprint('op', { f: () => 1 })).toThrow(IdempotencyInputError);
+    expect(() => fingerprint('op', { s: '\ud800' })).toThrow(IdempotencyInputError);
+  });
+
+  it('accepts the same object twice when it is not circular', () => {
+    const shared = { a: 1 };
+    expect(() => fingerprint('op', { x: shared, y: shared })).not.toThrow();
+  });
+});

@@ -1,0 +1,279 @@
+import { describe, expect, it, vi } from 'vitest';
+import {
+  type IdempotencyEvent,
+  IdempotencyKeyInProgressError,
+  IdempotencyLeaseLostError,
+  IdempotencyResultTooLargeError,
+  memoryStore,
+  runIdempotent,
+  type Store,
+} from '../../src/index.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A promise and the function that settles it, to hold a resolver at a chosen point. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+function leased(overrides: { leaseMs?: number; heartbeatMs?: number } = {}) {
+  const events: IdempotencyEvent[] = [];
+  const options = {
+    store: memoryStore(),
+    scope: 'user-1',
+    key: 'k-1',
+    operation: 'emails.send',
+    input: { to: 'a@example.com' },
+    mode: 'lease' as const,
+    leaseMs: 5_000,
+    onEvent: (event: IdempotencyEvent) => events.push(event),
+    ...overrides,
+  };
+  const types = () => events.map((e) => e.type);
+  return { options, events, types };
+}
+
+/** Takes the key over as a request from the future would, once the lease has run out. */
+async function takeOverLater(store: Store, ownerToken: string, afterMs: number) {
+  const now = new Date(Date.now() + afterMs);
+  return store.lease!.claim({
+    scope: 'user-1',
+    key: 'k-1',
+    operation: 'emails.send',
+    fingerprint: (await store.find('user-1', 'k-1'))!.fingerprint,
+    now,
+    expiresAt: new Date(now.getTime() + 60_000),
+    ownerToken,
+    lockedUntil: new Date(now.getTime() + 60_000),
+  });
+}
+
+describe('runIdempotent in lease mode (memory store)', () => {
+  it('commits the claim before the resolver runs, then stores and replays the result', async () => {
+    const { options, types } = leased();
+    const seen: unknown[] = [];
+    const resolver = vi.fn(async () => {
+      seen.push(await options.store.find('user-1', 'k-1'));
+      return { sent: true, at: new Date(1) };
+    });
+    const first = await runIdempotent(options, resolver);
+    const second = await runIdempotent(options, resolver);
+    expect(resolver).toHaveBeenCalledTimes(1);
+    expect(seen[0]).toMatchObject({
+      status: 'IN_PROGRESS',
+      ownerToken: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(first).toMatchObject({ replayed: false });
+    expect(second).toMatchObject({ replayed: true, value: { sent: true, at: new Date(1) } });
+    expect(await options.store.find('user-1', 'k-1')).toMatchObject({
+      status: 'COMPLETED',
+      lockedUntil: null,
+    });
+    expect(types()).toEqual(['claimed', 'completed', 'replayed']);
+  });
+
+  it('hands the resolver the store’s plain client (undefined for the memory store)', async () => {
+    const { options } = leased();
+    const resolver = vi.fn(async () => 'ok');
+    await runIdempotent(options, resolver);
+    expect(resolver).toHaveBeenCalledWith(
+      undefined,
+      expect.objectContaining({ key: 'k-1', scope: 'user-1' }),
+    );
+  });
+
+  it('answers a duplicate inside the lease with IN_PROGRESS at once, hinting the rest of the lease', async () => {
+    const { options, types } = leased({ leaseMs: 4_000 });
+    const held = gate();
+    const first = runIdempotent(options, () => held.opened.then(() => 'done'));
+    await sleep(10);
+    const duplicate = vi.fn(async () => 'duplicate');
+    const error = await runIdempotent(options, duplicate).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
+    const { retryAfterMs } = error as IdempotencyKeyInProgressError;
+    expect(retryAfterMs).toBeGreaterThan(3_000);
+    expect(retryAfterMs).toBeLessThanOrEqual(4_000);
+    expect(duplicate).not.toHaveBeenCalled();
+    held.open();
+    await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
+    expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
+  });
+
+  it('runs one of 20 concurrent duplicates and answers the other 19 with IN_PROGRESS', async () => {
+    const { options } = leased();
+    const held = gate();
+    const resolver = vi.fn(() => held.opened.then(() => 'sent'));
+    let answeredWhileHeld = 0;
+    const calls = Array.from({ length: 20 }, () =>
+      runIdempotent(options, resolver).catch((error: unknown) => {
+        answeredWhileHeld++;
+        return error;
+      }),
+    );
+    for (let waited = 0; answeredWhileHeld < 19 && waited < 5_000; waited += 10) await sleep(10);
+    expect(answeredWhileHeld).toBe(19);
+    held.open();
+    const outcomes = await Promise.all(calls);
+    expect(resolver).toHaveBeenCalledTimes(1);
+    expect(outcomes.filter((o) => o instanceof IdempotencyKeyInProgressError)).toHaveLength(19);
+    expect(outcomes.filter((o) => (o as { value?: string }).value === 'sent')).toHaveLength(1);
+  });
+
+  it('lets a request take over a lease that ran out, and fences the old owner’s late completion', async () => {
+    const { options, types, events } = leased({ leaseMs: 60 });
+    const held = gate();
+    const old = runIdempotent(options, () => held.opened.then(() => 'old owner'));
+    await sleep(120);
+    const takeover = await runIdempotent(options, async () => 'new owner');
+    held.open();
+    const error = await old.catch((e: unknown) => e);
+    expect(takeover).toMatchObject({ value: 'new owner', replayed: false });
+    expect(error).toBeInstanceOf(IdempotencyLeaseLostError);
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
+    expect(await runIdempotent(options, async () => 'third')).toMatchObject({
+      value: 'new owner',
+      replayed: true,
+    });
+    expect(types()).toEqual(['claimed', 'expired_takeover', 'completed', 'fenced', 'replayed']);
+    expect(events.every((e) => e.mode === 'lease')).toBe(true);
+  });
+
+  it('never lets an old owner’s release delete the claim of the request that took over', async () => {
+    const { options, types } = leased();
+    const held = gate();
+    const old = runIdempotent(options, async () => {
+      await held.opened;
+      throw new Error('gateway timeout');
+    });
+    await sleep(10);
+    expect(await takeOverLater(options.store, 'b'.repeat(64), 10_000)).toEqual({
+      claimed: true,
+      tookOver: true,
+    });
+    held.open();
+    await expect(old).rejects.toThrow('gateway timeout');
+    expect(await options.store.find('user-1', 'k-1')).toMatchObject({
+      status: 'IN_PROGRESS',
+      ownerToken: 'b'.repeat(64),
+    });
+    expect(types()).toEqual(['claimed', 'fenced']);
+  });
+
+  it('releases its own claim when the resolver throws, so a retry runs', async () => {
+    const { options, types } = leased();
+    const resolver = vi
+      .fn<() => Promise<string>>()
+      .mockRejectedValueOnce(new Error('smtp down'))
+      .mockResolvedValueOnce('sent');
+    await expect(runIdempotent(options, resolver)).rejects.toThrow('smtp down');
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+    await expect(runIdempotent(options, resolver)).resolves.toMatchObject({ value: 'sent', replayed: false });
+    expect(resolver).toHaveBeenCalledTimes(2);
+    expect(types()).toEqual(['claimed', 'released', 'claimed', 'completed']);
+  });
+
+  it('stores and replays errors that replayErrors accepts', async () => {
+    const { options } = leased();
+    const resolver = vi.fn(async () => {
+      throw Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+    });
+    const replayErrors = (e: unknown) => (e as { code?: string }).code === 'CARD_DECLINED';
+    await expect(runIdempotent({ ...options, replayErrors }, resolver)).rejects.toThrow('declined');
+    await expect(runIdempotent({ ...options, replayErrors }, resolver)).rejects.toMatchObject({
+      message: 'declined',
+      code: 'CARD_DECLINED',
+    });
+    expect(resolver).toHaveBeenCalledTimes(1);
+  });
+
+  it('releases the claim when the result is over maxResultBytes', async () => {
+    const { options, types } = leased();
+    await expect(
+      runIdempotent({ ...options, maxResultBytes: 10 }, async () => 'x'.repeat(100)),
+    ).rejects.toBeInstanceOf(IdempotencyResultTooLargeError);
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+    expect(types()).toEqual(['claimed', 'released']);
+  });
+
+  it('keeps a long resolver’s lease alive with a heartbeat', async () => {
+    const { options, types } = leased({ leaseMs: 300, heartbeatMs: 50 });
+    const resolver = vi.fn(async () => {
+      await sleep(900);
+      return 'slow';
+    });
+    const first = runIdempotent(options, resolver);
+    await sleep(600); // twice the lease
+    await expect(runIdempotent(options, resolver)).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
+    await expect(first).resolves.toMatchObject({ value: 'slow', replayed: false });
+    expect(resolver).toHaveBeenCalledTimes(1);
+    expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
+  });
+
+  it('reports a lease the heartbeat finds taken over once, and fences the completion', async () => {
+    const { options, types } = leased({ leaseMs: 1_000, heartbeatMs: 20 });
+    const held = gate();
+    const old = runIdempotent(options, () => held.opened.then(() => 'old'));
+    await sleep(10);
+    await takeOverLater(options.store, 'c'.repeat(64), 10_000);
+    await sleep(60);
+    held.open();
+    await expect(old).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+    expect(types()).toEqual(['claimed', 'fenced']);
+  });
+
+  it('makes a transactional request on a leased key answer IN_PROGRESS', async () => {
+    const { options } = leased();
+    const held = gate();
+    const first = runIdempotent(options, () => held.opened.then(() => 1));
+    await sleep(10);
+    const { mode: _lease, ...transactional } = options;
+    await expect(runIdempotent(transactional, async () => 2)).rejects.toBeInstanceOf(
+      IdempotencyKeyInProgressError,
+    );
+    held.open();
+    await first;
+  });
+
+  it('runs in lease mode when the store defaults to it, unless the call names another mode', async () => {
+    const store = memoryStore({ mode: 'lease', leaseMs: 2_000 });
+    const events: IdempotencyEvent[] = [];
+    const options = {
+      store,
+      scope: 'user-1',
+      key: 'k-1',
+      operation: 'op',
+      input: {},
+      onEvent: (e: IdempotencyEvent) => events.push(e),
+    };
+    const held = gate();
+    const first = runIdempotent(options, () => held.opened.then(() => 1));
+    await sleep(10);
+    const error = await runIdempotent(options, async () => 2).catch((e: unknown) => e);
+    expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeLessThanOrEqual(2_000);
+    expect((await store.find('user-1', 'k-1'))!.lockedUntil).not.toBeNull();
+    held.open();
+    await first;
+    await runIdempotent({ ...options, key: 'k-2', mode: 'transactional' }, async () => 3);
+    expect(events.map((e) => `${e.type}:${e.mode}`)).toEqual([
+      'claimed:lease',
+      'in_progress:lease',
+      'completed:lease',
+      'claimed:transactional',
+      'completed:transactional',
+    ]);
+  });
+
+  it('rejects a store without lease support and a heartbeat no shorter than the lease', async () => {
+    const { options } = leased();
+    const { lease: _none, ...transactionalOnly } = memoryStore();
+    await expect(runIdempotent({ ...options, store: transactionalOnly }, async () => 1)).rejects.toThrow(
+      /does not support mode: 'lease'/,
+    );
+    await expect(
+      runIdempotent({ ...options, leaseMs: 100, heartbeatMs: 100 }, async () => 1),
+    ).rejects.toThrow(RangeError);
+  });
+});

@@ -1,0 +1,192 @@
+import { describe, expect, it, vi } from 'vitest';
+import {
+  type IdempotencyEvent,
+  IdempotencyInputError,
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyInvalidError,
+  IdempotencyKeyMismatchError,
+  IdempotencyResultTooLargeError,
+  memoryStore,
+  runIdempotent,
+} from '../../src/index.js';
+
+const base = () => ({
+  store: memoryStore(),
+  scope: 'user-1',
+  key: 'k-1',
+  operation: 'payments.create',
+  input: { amount: 10 },
+});
+
+describe('runIdempotent (memory store)', () => {
+  it('runs an unseen key once and replays the stored result without running the resolver', async () => {
+    const options = base();
+    const resolver = vi.fn(async () => ({ id: 1, at: new Date(0), big: 10n, tags: new Set(['a']) }));
+    const first = await runIdempotent(options, resolver);
+    const second = await runIdempotent(options, resolver);
+    expect(resolver).toHaveBeenCalledTimes(1);
+    expect(first.replayed).toBe(false);
+    expect(second.replayed).toBe(true);
+    expect(second.value).toEqual(first.value);
+    expect(second.record).toMatchObject({ key: 'k-1', scope: 'user-1', operation: 'payments.create' });
+    expect(second.record.firstSeenAt).toEqual(first.record.firstSeenAt);
+  });
+
+  it('hands the resolver the claim it runs under', async () => {
+    const resolver = vi.fn(async () => 'ok');
+    await runIdempotent(base(), resolver);
+    expect(resolver).toHaveBeenCalledWith(
+      undefined,
+      expect.objectContaining({ key: 'k-1', scope: 'user-1' }),
+    );
+  });
+
+  it('rejects a different input or operation with the same key as a mismatch', async () => {
+    const options = base();
+    await runIdempotent(options, async () => 'first');
+    const resolver = vi.fn(async () => 'second');
+    await expect(runIdempotent({ ...options, input: { amount: 11 } }, resolver)).rejects.toBeInstanceOf(
+      IdempotencyKeyMismatchError,
+    );
+    await expect(runIdempotent({ ...options, operation: 'refunds.create' }, resolver)).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_MISMATCH',
+      status: 422,
+    });
+    expect(resolver).not.toHaveBeenCalled();
+    await expect(runIdempotent(options, resolver)).resolves.toMatchObject({ value: 'first', replayed: true });
+  });
+
+  it('lets concurrent duplicates wait for the first and replay its result', async () => {
+    const options = base();
+    const resolver = vi.fn(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return Math.random();
+    });
+    const results = await Promise.all(Array.from({ length: 10 }, () => runIdempotent(options, resolver)));
+    expect(resolver).toHaveBeenCalledTimes(1);
+    expect(new Set(results.map((r) => r.value)).size).toBe(1);
+  });
+
+  it('answers IN_PROGRESS with a retry hint when the wait exceeds waitTimeoutMs', async () => {
+    const options = { ...base(), waitTimeoutMs: 20, retryAfterMs: 1500 };
+    const slow = runIdempotent(
+      options,
+      () => new Promise((resolve) => setTimeout(() => resolve('done'), 100)),
+    );
+    const error = await runIdempotent(options, async () => 'dup').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409, retryAfterMs: 1500 });
+    expect((error as IdempotencyKeyInProgressError).retryAfterSeconds).toBe(2);
+    await expect(slow).resolves.toMatchObject({ value: 'done' });
+    await expect(runIdempotent(options, async () => 'dup')).resolves.toMatchObject({
+      value: 'done',
+      replayed: true,
+    });
+  });
+
+  it('keeps no record when the resolver throws, so the key can be retried', async () => {
+    const options = base();
+    await expect(runIdempotent(options, async () => Promise.reject(new Error('boom')))).rejects.toThrow(
+      'boom',
+    );
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+    await expect(runIdempotent(options, async () => 'ok')).resolves.toMatchObject({
+      value: 'ok',
+      replayed: false,
+    });
+  });
+
+  it('stores and replays errors that replayErrors accepts', async () => {
+    const options = { ...base(), replayErrors: (e: unknown) => (e as Error).message === 'declined' };
+    const resolver = vi.fn(async () => {
+      throw Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+    });
+    await expect(runIdempotent(options, resolver)).rejects.toThrow('declined');
+    const replayed = await runIdempotent(options, resolver).catch((e: unknown) => e);
+    expect(replayed).toBeInstanceOf(Error);
+    expect(replayed).toMatchObject({ message: 'declined', code: 'CARD_DECLINED' });
+    expect(resolver).toHaveBeenCalledTimes(1);
+  });
+
+  it('treats an expired record as unseen', async () => {
+    const options = { ...base(), ttlMs: 20 };
+    const resolver = vi.fn(async () => 'ok');
+    await runIdempotent(options, resolver);
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    const again = await runIdempotent(options, resolver);
+    expect(again.replayed).toBe(false);
+    expect(resolver).toHaveBeenCalledTimes(2);
+  });
+
+  it('fails closed when the serialized result is over maxResultBytes', async () => {
+    const options = { ...base(), maxResultBytes: 100 };
+    await expect(runIdempotent(options, async () => 'x'.repeat(200))).rejects.toBeInstanceOf(
+      IdempotencyResultTooLargeError,
+    );
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+  });
+
+  it('fails the mutation, keeping nothing, when the result cannot be serialized', async () => {
+    const options = base();
+    await expect(runIdempotent(options, async () => ({ prototype: 1 }))).rejects.toThrow(/prototype/);
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+  });
+
+  it('keeps scopes apart', async () => {
+    const store = memoryStore();
+    const resolver = vi.fn(async () => 'ok');
+    await runIdempotent({ ...base(), store, scope: 'alice' }, resolver);
+    await runIdempotent({ ...base(), store, scope: 'bob' }, resolver);
+    expect(resolver).toHaveBeenCalledTimes(2);
+  });
+
+  it('requires a scope unless the global scope is allowed', async () => {
+    await expect(runIdempotent({ ...base(), scope: null }, async () => 1)).rejects.toThrow(
+      /allowGlobalScope/,
+    );
+    await expect(runIdempotent({ ...base(), scope: '' }, async () => 1)).rejects.toThrow(/empty string/);
+    await expect(
+      runIdempotent({ ...base(), scope: null, allowGlobalScope: true }, async () => 1),
+    ).resolves.toMatchObject({
+      value: 1,
+    });
+  });
+
+  it('rejects an invalid key and an unsupported input before running anything', async () => {
+    const resolver = vi.fn(async () => 1);
+    await expect(runIdempotent({ ...base(), key: 'has space' }, resolver)).rejects.toBeInstanceOf(
+      IdempotencyKeyInvalidError,
+    );
+    await expect(runIdempotent({ ...base(), input: { f: () => 1 } }, resolver)).rejects.toBeInstanceOf(
+      IdempotencyInputError,
+    );
+    expect(resolver).not.toHaveBeenCalled();
+  });
+
+  it('rejects an operation name longer than 255 characters', async () => {
+    await expect(runIdempotent({ ...base(), operation: 'x'.repeat(256) }, async () => 1)).rejects.toThrow(
+      /operation must be a string of 1 to 255/,
+    );
+  });
+
+  it('reports what happened through onEvent', async () => {
+    const events: IdempotencyEvent[] = [];
+    const options = { ...base(), onEvent: (event: IdempotencyEvent) => events.push(event) };
+    await runIdempotent(options, async () => 1);
+    await runIdempotent(options, async () => 1);
+    await runIdempotent({ ...options, input: {} }, async () => 1).catch(() => undefined);
+    expect(events.map((e) => e.type)).toEqual(['claimed', 'completed', 'replayed', 'mismatch']);
+    expect(events[0]).toMatchObject({ scope: 'user-1', key: 'k-1', operation: 'payments.create' });
+    expect(events[0]!.durationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('is not disturbed by an onEvent handler that throws', async () => {
+    const options = {
+      ...base(),
+      onEvent: () => {
+        throw new Error('observer bug');
+      },
+    };
+    await expect(runIdempotent(options, async () => 1)).resolves.toMatchObject({ value: 1 });
+  });
+});

@@ -1,0 +1,316 @@
+import { envelop, type Plugin, useEngine, useSchema } from '@envelop/core';
+import * as graphql from 'graphql';
+import { type GraphQLSchema, lexicographicSortSchema } from 'graphql';
+import { createSchema, createYoga } from 'graphql-yoga';
+import { describe, expect, it } from 'vitest';
+import {
+  idempotentDirectiveTypeDefs,
+  type UseIdempotencyOptions,
+  useIdempotency,
+} from '../../src/envelop/index.js';
+import { IdempotencyStoreUnavailableError, memoryStore, type Store } from '../../src/index.js';
+import { postGraphQL } from './graphql-client.js';
+
+type Context = { userId: string; tx?: unknown; db?: unknown };
+
+/** A schema whose `pay` mutation counts its calls and can be held open. */
+function paymentsSchema(typeDefs = 'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }') {
+  const calls = { pay: 0 };
+  let gate: Promise<void> = Promise.resolve();
+  const schema = createSchema<Context>({
+    typeDefs: [idempotentDirectiveTypeDefs, 'type Query { ping: Boolean }', typeDefs],
+    resolvers: {
+      Mutation: {
+        pay: async (_: unknown, { amount }: { amount: number }) => {
+          calls.pay++;
+          await gate;
+          return amount;
+        },
+      },
+    },
+  });
+  const hold = () => {
+    let release!: () => void;
+    gate = new Promise((resolve) => (release = resolve));
+    return () => release();
+  };
+  return { schema, calls, hold };
+}
+
+/** A Yoga server of `schema` with the plugin between the `before` and `after` plugins. */
+function yogaFor(
+  schema: GraphQLSchema,
+  options: Partial<UseIdempotencyOptions<Context>> = {},
+  { before = [], after = [] }: { before?: Plugin[]; after?: Plugin[] } = {},
+) {
+  const yoga = createYoga({
+    schema,
+    logging: false,
+    context: ({ request }) => ({ userId: request.headers.get('x-user-id') ?? '' }),
+    plugins: [
+      ...before,
+      useIdempotency<Context>({ store: memoryStore(), scope: (context) => context.userId, ...options }),
+      ...after,
+    ],
+  });
+  const send = (query: string, idempotencyKey?: string) =>
+    postGraphQL((url, init) => Promise.resolve(yoga.fetch(url, init)), 'http://yoga/graphql', {
+      query,
+      userId: 'user-1',
+      idempotencyKey,
+    });
+  return { yoga, send };
+}
+
+describe('useIdempotency at schema build', () => {
+  it.each([
+    [
+      'an @idempotent field without the key argument',
+      'type Mutation { pay(amount: Int!): Int! @idempotent }',
+      'Mutation.pay: @idempotent needs an argument "idempotencyKey: String"',
+    ],
+    [
+      'a key argument that is not a String',
+      'type Mutation { pay(amount: Int!, idempotencyKey: Int): Int! }',
+      'Mutation.pay: the "idempotencyKey" argument must be a String (it is Int)',
+    ],
+    [
+      'a key argument of type ID',
+      'type Mutation { pay(amount: Int!, idempotencyKey: ID!): Int! @idempotent }',
+      'Mutation.pay: the "idempotencyKey" argument must be a String (it is ID!)',
+    ],
+    [
+      '@idempotent outside the mutation root',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! } extend type Query { orders(idempotencyKey: String): Int @idempotent }',
+      'Query.orders: @idempotent applies only to fields of the mutation root type',
+    ],
+    [
+      'a ttlMs that is not positive',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(ttlMs: 0) }',
+      'Mutation.pay: @idempotent(ttlMs:) must be positive',
+    ],
+    [
+      'a leaseMs that is not positive',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: LEASE, leaseMs: 0) }',
+      'Mutation.pay: @idempotent(leaseMs:) must be positive',
+    ],
+    [
+      'a leaseMs with mode: TRANSACTIONAL',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: TRANSACTIONAL, leaseMs: 5000) }',
+      'Mutation.pay: @idempotent(leaseMs:) applies only with mode: LEASE',
+    ],
+  ])('reports %s, naming the field', (_, typeDefs, message) => {
+    const { schema } = paymentsSchema(typeDefs);
+    expect(() => yogaFor(schema)).toThrow(message);
+  });
+
+  it('accepts String! as the key type and another argument name', async () => {
+    const { schema, calls } = paymentsSchema('type Mutation { pay(amount: Int!, requestId: String!): Int! }');
+    const { send } = yogaFor(schema, { argumentName: 'requestId' });
+    await send('mutation { pay(amount: 5, requestId: "r-1") }');
+    const retry = await send('mutation { pay(amount: 5, requestId: "r-1") }');
+
+    expect(retry.body.extensions?.idempotency).toMatchObject({ pay: { key: 'r-1', replayed: true } });
+    expect(calls.pay).toBe(1);
+  });
+});
+
+describe('useIdempotency errors', () => {
+  it('answers a duplicate of a mutation still running with 409, IN_PROGRESS and Retry-After', async () => {
+    const { schema, calls, hold } = paymentsSchema();
+    const { send } = yogaFor(schema, { waitTimeoutMs: 100, retryAfterMs: 2_500 });
+    const release = hold();
+    const first = send('mutation { pay(amount: 1, idempotencyKey: "slow") }');
+    await expect.poll(() => calls.pay).toBe(1);
+    const duplicate = await send('mutation { pay(amount: 1, idempotencyKey: "slow") }');
+    release();
+
+    expect(duplicate.status).toBe(409);
+    expect(duplicate.headers.get('retry-after')).toBe('3');
+    expect(duplicate.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_IN_PROGRESS' } }]);
+    expect((await first).body.data).toEqual({ pay: 1 });
+    expect(calls.pay).toBe(1);
+  });
+
+  it('answers 503 and IDEMPOTENCY_STORE_UNAVAILABLE when the store is down, running nothing', async () => {
+    const down = async (): Promise<never> => {
+      throw new IdempotencyStoreUnavailableError();
+    };
+    const store: Store = { find: down, transaction: down, insertCompleted: down };
+    const { schema, calls } = paymentsSchema();
+    const { send } = yogaFor(schema, { store });
+    const fieldLevel = await send('mutation { pay(amount: 1, idempotencyKey: "k") }');
+    const operationLevel = await send('mutation { pay(amount: 1) }', 'k');
+
+    for (const response of [fieldLevel, operationLevel]) {
+      expect(response.status).toBe(503);
+      expect(response.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_STORE_UNAVAILABLE' } }]);
+    }
+    expect(calls.pay).toBe(0);
+  });
+});
+
+describe('useIdempotency modes', () => {
+  it('runs a field under @idempotent(mode: LEASE, leaseMs:) with that lease, whatever the plugin says', async () => {
+    const { schema, calls, hold } = paymentsSchema(
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: LEASE, leaseMs: 4000) }',
+    );
+    const store = memoryStore();
+    const { send } = yogaFor(schema, { store, mode: 'transactional', waitTimeoutMs: 60_000 });
+    const release = hold();
+    const first = send('mutation { pay(amount: 1, idempotencyKey: "leased") }');
+    await expect.poll(() => calls.pay).toBe(1);
+    const record = await store.find('user-1', 'leased');
+    const duplicate = await send('mutation { pay(amount: 1, idempotencyKey: "leased") }');
+    release();
+
+    expect(record!.lockedUntil!.getTime() - record!.createdAt.getTime()).toBe(4_000);
+    expect(duplicate.status).toBe(409);
+    expect(Number(duplicate.headers.get('retry-after'))).toBeLessThanOrEqual(4);
+    expect((await first).body.data).toEqual({ pay: 1 });
+    expect(calls.pay).toBe(1);
+  });
+
+  it("runs header-keyed operations in lease mode when the plugin's mode is 'lease'", async () => {
+    const { schema, calls, hold } = paymentsSchema();
+    const { send } = yogaFor(schema, { mode: 'lease', leaseMs: 3_000, waitTimeoutMs: 60_000 });
+    const release = hold();
+    const first = send('mutation { pay(amount: 2) }', 'op-lease');
+    await expect.poll(() => calls.pay).toBe(1);
+    const duplicate = await send('mutation { pay(amount: 2) }', 'op-lease');
+    release();
+
+    expect(duplicate.status).toBe(409);
+    expect(duplicate.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_IN_PROGRESS' } }]);
+    expect((await first).body.data).toEqual({ pay: 2 });
+    expect(calls.pay).toBe(1);
+  });
+
+  it("keeps header-keyed operations transactional under a store's default lease mode", async () => {
+    const leasing = memoryStore({ mode: 'lease' });
+    let transactions = 0;
+    let reads = 0;
+    const store: Store = {
+      defaults: leasing.defaults,
+      lease: leasing.lease,
+      find: (scope, key) => {
+        reads++;
+        return leasing.find(scope, key);
+      },
+      insertCompleted: (record) => leasing.insertCompleted(record),
+      transaction: (work, request) => {
+        transactions++;
+        return leasing.transaction(work, request);
+      },
+    };
+    const { schema, calls, hold } = paymentsSchema();
+    const { send } = yogaFor(schema, { store, waitTimeoutMs: 60_000 });
+    const release = hold();
+    const first = send('mutation { pay(amount: 3) }', 'op-tx');
+    await expect.poll(() => calls.pay).toBe(1);
+    expect(transactions).toBe(1);
+    // Transactional: the duplicate waits for the holder in this process (no read, no transaction
+    // of its own while it waits) and then replays, instead of a 409.
+    const duplicate = send('mutation { pay(amount: 3) }', 'op-tx');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(reads).toBe(1);
+    expect(transactions).toBe(1);
+    release();
+
+    expect((await first).body.extensions?.idempotency).toMatchObject({ replayed: false });
+    const replay = await duplicate;
+    expect(replay.status).toBe(200);
+    expect(replay.body).toMatchObject({ data: { pay: 3 }, extensions: { idempotency: { replayed: true } } });
+    expect(calls.pay).toBe(1);
+  });
+});
+
+describe('useIdempotency among other plugins', () => {
+  /** Wraps execution as tracing plugins do, and reports in the result's extensions. */
+  const tracing: Plugin = {
+    onExecute({ executeFn, setExecuteFn }) {
+      setExecuteFn((args) => executeFn(args));
+      return {
+        onExecuteDone({ result, setResult }) {
+          const single = result as graphql.ExecutionResult;
+          setResult({ ...single, extensions: { ...single.extensions, traced: true } });
+        },
+      };
+    },
+  };
+  /** Replaces the schema with a rebuilt copy, resolvers carried over, as schema-transforming plugins do. */
+  const rebuilding = (): Plugin => {
+    const rebuilt = new WeakSet<GraphQLSchema>();
+    return {
+      onSchemaChange({ schema, replaceSchema }) {
+        if (rebuilt.has(schema)) return;
+        const copy = lexicographicSortSchema(schema);
+        rebuilt.add(copy);
+        replaceSchema(copy);
+      },
+    };
+  };
+
+  it.each(['before', 'after'] as const)(
+    'runs once per key with tracing and schema-rebuilding plugins %s it',
+    async (place) => {
+      const { schema, calls } = paymentsSchema();
+      const { send } = yogaFor(schema, {}, { [place]: [tracing, rebuilding()] });
+      const field = 'mutation { pay(amount: 7, idempotencyKey: "f") }';
+      const first = await send(field);
+      const retry = await send(field);
+      const operation = 'mutation { pay(amount: 8) }';
+      const opFirst = await send(operation, 'op');
+      const opRetry = await send(operation, 'op');
+
+      expect(first.body.data).toEqual({ pay: 7 });
+      expect(retry.body.data).toEqual({ pay: 7 });
+      expect(retry.body.extensions).toMatchObject({ traced: true, idempotency: { pay: { replayed: true } } });
+      expect(opFirst.body.data).toEqual({ pay: 8 });
+      expect(opRetry.body.extensions).toMatchObject({
+        traced: true,
+        idempotency: { key: 'op', replayed: true },
+      });
+      expect(calls.pay).toBe(2);
+    },
+  );
+});
+
+describe('useIdempotency on a plain Envelop server', () => {
+  it('reads the header from a Node request on context.req and hands the transaction over as txName', async () => {
+    const seen: unknown[] = [];
+    const schema = createSchema<Context>({
+      typeDefs: 'type Query { ping: Boolean } type Mutation { pay(amount: Int!): Int! }',
+      resolvers: {
+        Mutation: {
+          pay: (_: unknown, { amount }: { amount: number }, context: Context) => {
+            seen.push('db' in context);
+            return amount;
+          },
+        },
+      },
+    });
+    const getEnveloped = envelop({
+      plugins: [
+        useEngine(graphql),
+        useSchema(schema),
+        useIdempotency<Context>({ store: memoryStore(), scope: () => 'user-1', txName: 'db' }),
+      ],
+    });
+    const run = async () => {
+      const req = { headers: { 'idempotency-key': 'node-key' } };
+      const { parse, contextFactory, execute, schema } = getEnveloped({ req });
+      return execute({
+        schema,
+        document: parse('mutation { pay(amount: 3) }'),
+        contextValue: await contextFactory(),
+      }) as Promise<graphql.ExecutionResult>;
+    };
+    await run();
+    const retry = await run();
+
+    expect(retry.data).toEqual({ pay: 3 });
+    expect(retry.extensions?.idempotency).toMatchObject({ key: 'node-key', replayed: true });
+    expect(seen).toEqual([true]);
+  });
+});

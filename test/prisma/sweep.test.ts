@@ -1,0 +1,190 @@
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { recordStats, startSweeper, stuckRecords, sweepExpired } from '../../src/prisma/index.js';
+import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
+import { countRecords, insertRecords } from '../helpers/records.js';
+
+const at = (iso: string) => new Date(iso);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const hourAgo = () => new Date(Date.now() - 3_600_000);
+
+// A sweep deletes every expired record in the table, so these tests run on a database of their
+// own (a schema, a database or a file) rather than on the one the other suites share.
+describeEachDatabase('sweepExpired', (shared) => {
+  let isolated: IsolatedDatabase;
+  let prisma: Awaited<ReturnType<typeof connect>>;
+  const db = { ...shared };
+
+  beforeAll(async () => {
+    isolated = await isolatedDatabase(shared);
+    prisma = await connect(isolated.db);
+  });
+  afterAll(async () => {
+    await prisma?.$disconnect();
+    await isolated?.drop();
+  });
+  beforeEach(async () => {
+    await prisma.$executeRawUnsafe('DELETE FROM idempotency_records');
+  });
+
+  it('deletes 10,000 expired records in batches of 1,000 and leaves the live ones', async () => {
+    const scope = uniqueScope('sweep');
+    const expired = Array.from({ length: 10_000 }, (_, i) => ({
+      scope,
+      key: `expired-${i}`,
+      expiresAt: new Date(at('2000-01-01T00:00:00Z').getTime() + i * 1_000),
+    }));
+    const live = [
+      ...Array.from({ length: 20 }, (_, i) => ({
+        scope,
+        key: `live-${i}`,
+        expiresAt: at('2000-06-02T00:00:00Z'),
+      })),
+      // Past its expiry but still under a running lease: a resolver is at work, never sweep it.
+      ...Array.from({ length: 5 }, (_, i) => ({
+        scope,
+        key: `leased-${i}`,
+        status: 'IN_PROGRESS' as const,
+        ownerToken: 'a'.repeat(64),
+        lockedUntil: at('2000-06-01T00:05:00Z'),
+        expiresAt: at('2000-01-01T00:00:00Z'),
+      })),
+    ];
+    await insertRecords(prisma, db.provider, [...expired, ...live]);
+    const batches: number[] = [];
+    const deleted = await sweepExpired(prisma, {
+      now: at('2000-06-01T00:00:00Z'),
+      onBatch: ({ deleted }) => batches.push(deleted - batches.reduce((a, b) => a + b, 0)),
+    });
+    expect(deleted).toBe(10_000);
+    expect(batches).toEqual([...Array(10).fill(1_000), 0]);
+    expect(await countRecords(prisma, db.provider, scope)).toBe(25);
+    expect(await prisma.idempotencyRecord.count({ where: { scope, key: { startsWith: 'expired-' } } })).toBe(
+      0,
+    );
+  });
+
+  it('stops after maxBatches, and at once when its signal is aborted', async () => {
+    const scope = uniqueScope('sweep');
+    const rows = Array.from({ length: 500 }, (_, i) => ({
+      scope,
+      key: `k-${i}`,
+      expiresAt: at('2001-01-01T00:00:00Z'),
+    }));
+    await insertRecords(prisma, db.provider, rows);
+    const now = at('2001-02-01T00:00:00Z');
+    expect(await sweepExpired(prisma, { now, batchSize: 100, maxBatches: 3 })).toBe(300);
+    expect(await sweepExpired(prisma, { now, batchSize: 100, signal: AbortSignal.abort() })).toBe(0);
+    expect(await countRecords(prisma, db.provider, scope)).toBe(200);
+    const stopping = new AbortController();
+    const deleted = await sweepExpired(prisma, {
+      now,
+      batchSize: 100,
+      signal: stopping.signal,
+      onBatch: () => stopping.abort(),
+    });
+    expect(deleted).toBe(100);
+    expect(await countRecords(prisma, db.provider, scope)).toBe(100);
+  });
+
+  it('lets timers run between batches, so an in-process sweep does not hold up the server', async () => {
+    const rows = Array.from({ length: 2_000 }, (_, i) => ({
+      scope: 'u',
+      key: `k-${i}`,
+      expiresAt: hourAgo(),
+    }));
+    await insertRecords(prisma, db.provider, rows);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    try {
+      expect(await sweepExpired(prisma, { batchSize: 10 })).toBe(2_000);
+    } finally {
+      clearInterval(timer);
+    }
+    expect(ticks).toBeGreaterThan(0);
+  });
+
+  it('sweeps in the background with startSweeper until stopped', async () => {
+    const scope = uniqueScope('sweeper');
+    const now = Date.now();
+    await insertRecords(prisma, db.provider, [
+      ...Array.from({ length: 30 }, (_, i) => ({
+        scope,
+        key: `old-${i}`,
+        expiresAt: new Date(now - 60_000),
+      })),
+      { scope, key: 'fresh', expiresAt: new Date(now + 3_600_000) },
+    ]);
+    const sweeps: number[] = [];
+    const sweeper = startSweeper(prisma, { intervalMs: 50, onSweep: (n) => sweeps.push(n) });
+    for (let waited = 0; waited < 10_000; waited += 50) {
+      if ((await countRecords(prisma, db.provider, scope)) === 1) break;
+      await sleep(50);
+    }
+    await sweeper.stop();
+    expect(await countRecords(prisma, db.provider, scope)).toBe(1);
+    expect(sweeps.reduce((a, b) => a + b, 0)).toBe(30);
+    const after = sweeps.length;
+    await sleep(150);
+    expect(sweeps.length).toBe(after);
+  });
+
+  it('reports zero counts and no dates for an empty table', async () => {
+    expect(await recordStats(prisma)).toEqual({
+      total: 0,
+      inProgress: 0,
+      completed: 0,
+      oldestCreatedAt: null,
+      newestCreatedAt: null,
+      expired: 0,
+      stuck: 0,
+    });
+    expect(await stuckRecords(prisma)).toEqual([]);
+  });
+
+  it('reports counts, the oldest record and in-progress records past their lease', async () => {
+    const scope = uniqueScope('stats');
+    const now = at('2002-06-01T00:00:00Z');
+    await insertRecords(prisma, db.provider, [
+      { scope, key: 'done', createdAt: at('1990-01-01T00:00:00Z'), expiresAt: at('2100-01-01T00:00:00Z') },
+      {
+        scope,
+        key: 'stuck',
+        status: 'IN_PROGRESS',
+        ownerToken: 'b'.repeat(64),
+        createdAt: at('1990-01-02T00:00:00Z'),
+        lockedUntil: at('2002-05-31T00:00:00Z'),
+        expiresAt: at('2100-01-01T00:00:00Z'),
+      },
+      {
+        scope,
+        key: 'running',
+        status: 'IN_PROGRESS',
+        ownerToken: 'c'.repeat(64),
+        createdAt: at('1990-01-03T00:00:00Z'),
+        lockedUntil: at('2002-06-01T00:01:00Z'),
+        expiresAt: at('2100-01-01T00:00:00Z'),
+      },
+      { scope, key: 'expired', createdAt: at('1990-01-04T00:00:00Z'), expiresAt: at('2002-01-01T00:00:00Z') },
+    ]);
+    expect(await recordStats(prisma, { now })).toEqual({
+      total: 4,
+      inProgress: 2,
+      completed: 2,
+      oldestCreatedAt: at('1990-01-01T00:00:00Z'),
+      newestCreatedAt: at('1990-01-04T00:00:00Z'),
+      expired: 1,
+      stuck: 1,
+    });
+    expect(await stuckRecords(prisma, { now })).toEqual([
+      {
+        scope,
+        key: 'stuck',
+        operation: 'test.op',
+        createdAt: at('1990-01-02T00:00:00Z'),
+        lockedUntil: at('2002-05-31T00:00:00Z'),
+        expiresAt: at('2100-01-01T00:00:00Z'),
+      },
+    ]);
+  });
+});
