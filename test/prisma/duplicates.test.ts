@@ -30,6 +30,9 @@ describeEachDatabase('concurrent duplicates', (db) => {
   /** One payment per run, through `store`; `calls` counts resolver runs. */
   function payment(scope: string, options: { waitTimeoutMs?: number } = {}) {
     const calls = { count: 0 };
+    let started!: () => void;
+    /** Settles when a resolver first runs, i.e. once some call holds the key. */
+    const running = new Promise<void>((resolve) => (started = resolve));
     let gate: Promise<void> | undefined;
     let failNext = false;
     const run = (store: Store<Tx>) =>
@@ -37,6 +40,7 @@ describeEachDatabase('concurrent duplicates', (db) => {
         { store, scope, key: 'k', operation: 'payments.create', input: { amount: '5.00' }, ...options },
         async (tx) => {
           calls.count++;
+          started();
           const row = await tx.payment.create({
             data: { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' },
           });
@@ -51,6 +55,7 @@ describeEachDatabase('concurrent duplicates', (db) => {
     return {
       run,
       calls,
+      running,
       hold: (until: Promise<void>) => (gate = until),
       failFirst: () => (failNext = true),
     };
@@ -84,11 +89,12 @@ describeEachDatabase('concurrent duplicates', (db) => {
   it('when the call holding the key rolls back, one waiting duplicate claims it and runs once', async () => {
     const scope = uniqueScope();
     const { store } = countingStore();
-    const { run, calls, hold, failFirst } = payment(scope);
+    const { run, calls, running, hold, failFirst } = payment(scope);
     let release!: () => void;
     hold(new Promise<void>((resolve) => (release = resolve)));
     failFirst();
     const first = run(store).catch((error: unknown) => error);
+    await running; // `first` holds the key before any duplicate starts
     const duplicates = Array.from({ length: 5 }, () => run(store));
     await new Promise((resolve) => setTimeout(resolve, 50));
     release();
@@ -103,11 +109,11 @@ describeEachDatabase('concurrent duplicates', (db) => {
   it('a duplicate still waiting after waitTimeoutMs gets IN_PROGRESS without opening a transaction', async () => {
     const scope = uniqueScope();
     const { store, transactions } = countingStore();
-    const { run, calls, hold } = payment(scope, { waitTimeoutMs: 100 });
+    const { run, calls, running, hold } = payment(scope, { waitTimeoutMs: 100 });
     let release!: () => void;
     hold(new Promise<void>((resolve) => (release = resolve)));
     const first = run(store);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await running;
     await expect(run(store)).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
     expect(transactions()).toBe(1);
     release();
