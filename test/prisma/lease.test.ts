@@ -11,6 +11,10 @@ import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Settles once the first call has claimed the key (its lease runs from then). */
+const claimed = (types: () => string[]) =>
+  expect.poll(types, { timeout: 10_000, interval: 10 }).toContain('claimed');
+
 function gate() {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
@@ -86,6 +90,7 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
     const { run, calls, types } = charge(scope, { leaseMs: 300 });
     const held = gate();
     const old = run('old owner', () => held.opened);
+    await claimed(types);
     await sleep(500);
     const takeover = await run('new owner');
     held.open();
@@ -118,6 +123,7 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
     const { run, types } = charge(scope, { leaseMs: 300 });
     const failing = gate();
     const old = run('old', () => failing.opened.then(() => Promise.reject(new Error('late failure'))));
+    await claimed(types);
     await sleep(500);
     const held = gate();
     const takeover = run('new', () => held.opened);
@@ -133,8 +139,9 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
 
   it('keeps the lease of a long resolver alive with a heartbeat', async () => {
     const scope = uniqueScope();
-    const { run, calls } = charge(scope, { leaseMs: 1_000, heartbeatMs: 200 });
+    const { run, calls, types } = charge(scope, { leaseMs: 1_000, heartbeatMs: 200 });
     const first = run('slow', () => sleep(2_500));
+    await claimed(types);
     await sleep(1_800); // well past the first lease
     await expect(run('duplicate')).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
     const during = await store.find(scope, 'charge-1');

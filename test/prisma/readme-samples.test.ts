@@ -18,14 +18,20 @@ describe('the README’s lease-mode and sweeper samples (SQLite)', () => {
 
   it('charges once for five concurrent requests with one key; the others get 409, a retry replays', async () => {
     const charges: string[] = [];
+    const events: IdempotencyEvent[] = [];
     const gateway: Gateway = {
       async charge({ reference }) {
         charges.push(reference);
-        await sleep(100);
+        // The charge lasts until the four duplicates have been answered.
+        await expect
+          .poll(() => events.filter((e) => e.type === 'in_progress').length, {
+            timeout: 10_000,
+            interval: 10,
+          })
+          .toBe(4);
         return { chargeId: `ch_${charges.length}` };
       },
     };
-    const events: IdempotencyEvent[] = [];
     const charge = chargeCard(prisma, gateway, (event) => events.push(event));
     const userId = uniqueScope();
     const input = { amount: '19.90', currency: 'EUR' };

@@ -166,12 +166,14 @@ describeEachDatabase('prismaStore', (db) => {
       input: {},
       waitTimeoutMs: 200,
     };
+    let holding = false;
     const first = runIdempotent(options, async (tx) => {
+      holding = true;
       await tx.payment.create({ data: { userId: scope, amount: new Decimal('1'), currency: 'EUR' } });
       await gate;
       return 'done';
     });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await expect.poll(() => holding, { timeout: 10_000, interval: 10 }).toBe(true);
     const started = Date.now();
     const error = await runIdempotent(options, async () => 'duplicate ran').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);

@@ -223,7 +223,7 @@ describe('idempotency() through createCaller', () => {
         .use(lenient)
         .mutation(() => ++runs.strict),
       brief: t.procedure
-        .meta({ idempotency: { ttlMs: 50 } })
+        .meta({ idempotency: { ttlMs: 300 } })
         .input(payment)
         .use(middleware)
         .mutation(() => ++runs.brief),
@@ -240,7 +240,7 @@ describe('idempotency() through createCaller', () => {
     await keyed.brief({ amount: '1' });
     await keyed.brief({ amount: '1' });
     expect(runs.brief).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 120));
+    await new Promise((resolve) => setTimeout(resolve, 400));
     await keyed.brief({ amount: '1' });
     expect(runs.brief).toBe(2);
   });
