@@ -186,7 +186,7 @@ export async function runIdempotent<T, Tx = unknown>(
   // database connection (rather than in a transaction of its own, queued behind the holder's row
   // lock), and reads only once the holder has committed or rolled back: through a
   // single-connection adapter (Prisma's SQLite) a read would see its uncommitted result.
-  const holding = holdersOf(store);
+  const holding = holdersOf(store.backend ?? store);
   const id = `${scope}\u0000${key}`;
   const waitUntil = performance.now() + waitTimeoutMs;
   let readAt = new Date();
@@ -487,16 +487,16 @@ function checkSize(text: string, maxResultBytes: number): void {
 }
 
 /**
- * Per store, the keys held by a transactional call of this process, each with a promise that
- * settles once that call has committed or rolled back (and stored a replayable error).
+ * Per store backend, the keys held by a transactional call of this process, each with a promise
+ * that settles once that call has committed or rolled back (and stored a replayable error).
  */
 const holders = new WeakMap<object, Map<string, Promise<void>>>();
 
-function holdersOf(store: object): Map<string, Promise<void>> {
-  let held = holders.get(store);
+function holdersOf(backend: object): Map<string, Promise<void>> {
+  let held = holders.get(backend);
   if (!held) {
     held = new Map();
-    holders.set(store, held);
+    holders.set(backend, held);
   }
   return held;
 }

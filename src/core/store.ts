@@ -159,4 +159,10 @@ export interface Store<Tx = unknown> {
   readonly lease?: LeaseOperations<Tx>;
   /** The mode (and lease) calls use unless they name their own. */
   readonly defaults?: ModeDefaults;
+  /**
+   * What holds the records (the Prisma store gives its client). Duplicates in one process wait
+   * for the call holding their key per backend, so stores over one client see each other's calls.
+   * @default the store itself
+   */
+  readonly backend?: object;
 }

@@ -72,6 +72,7 @@ export function prismaStore<Client extends PrismaClientLike>(
 
   return {
     serializer,
+    backend: prisma,
     defaults: { mode: options.mode, leaseMs: options.leaseMs, heartbeatMs: options.heartbeatMs },
 
     async find(scope, key) {

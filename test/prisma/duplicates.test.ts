@@ -122,45 +122,48 @@ describeEachDatabase('concurrent duplicates', (db) => {
     expect(calls.count).toBe(1);
   });
 
-  it('a duplicate never replays a result stored by a transaction that then rolls back', async () => {
-    // Through Prisma's SQLite adapter (one connection) a read outside the transaction sees the
-    // stored result before COMMIT; the duplicate must wait for the outcome instead.
-    const scope = uniqueScope();
-    const inner = prismaStore(prisma);
-    let stored!: () => void;
-    const resultStored = new Promise<void>((resolve) => (stored = resolve));
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let failAfterStoring = true;
-    const store: Store<Tx> = {
-      ...inner,
-      transaction: (work, request) =>
-        inner.transaction(
-          (session) =>
-            work({
-              ...session,
-              async complete(completion) {
-                await session.complete(completion);
-                if (!failAfterStoring) return;
-                failAfterStoring = false;
-                stored();
-                await gate;
-                throw new Error('the commit failed');
-              },
-            }),
-          request,
-        ),
-    };
-    const { run, calls } = payment(scope);
-    const first = run(store).catch((error: unknown) => error);
-    await resultStored;
-    const duplicate = run(store);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    release();
-    expect(await first).toMatchObject({ message: 'the commit failed' });
-    const result = await duplicate;
-    expect(result.replayed).toBe(false);
-    expect(calls.count).toBe(2);
-    expect(await paymentsOf(scope)).toBe(1);
-  });
+  it.each(['the same store', 'another store on the same client'])(
+    'a duplicate through %s never replays a result stored by a transaction that then rolls back',
+    async (through) => {
+      // Through Prisma's SQLite adapter (one connection) a read outside the transaction sees the
+      // stored result before COMMIT; the duplicate must wait for the outcome instead.
+      const scope = uniqueScope();
+      const inner = prismaStore(prisma);
+      let stored!: () => void;
+      const resultStored = new Promise<void>((resolve) => (stored = resolve));
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let failAfterStoring = true;
+      const store: Store<Tx> = {
+        ...inner,
+        transaction: (work, request) =>
+          inner.transaction(
+            (session) =>
+              work({
+                ...session,
+                async complete(completion) {
+                  await session.complete(completion);
+                  if (!failAfterStoring) return;
+                  failAfterStoring = false;
+                  stored();
+                  await gate;
+                  throw new Error('the commit failed');
+                },
+              }),
+            request,
+          ),
+      };
+      const { run, calls } = payment(scope);
+      const first = run(store).catch((error: unknown) => error);
+      await resultStored;
+      const duplicate = run(through === 'the same store' ? store : prismaStore(prisma));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      release();
+      expect(await first).toMatchObject({ message: 'the commit failed' });
+      const result = await duplicate;
+      expect(result.replayed).toBe(false);
+      expect(calls.count).toBe(2);
+      expect(await paymentsOf(scope)).toBe(1);
+    },
+  );
 });
