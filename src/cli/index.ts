@@ -10,6 +10,7 @@ import { IdempotencyStoreUnavailableError } from '../core/errors.js';
 import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.js';
 import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
 import type { PrismaQueryable, Provider } from '../prisma/client.js';
+import { isConnectionError } from '../prisma/database-errors.js';
 import { recordStats, stuckRecords } from '../prisma/stats.js';
 import { type SweepProgress, sweepExpired } from '../prisma/sweep.js';
 
@@ -166,7 +167,7 @@ async function withDatabase(
 /** One line saying what went wrong, without the password. */
 function describe(error: unknown, url: string | undefined): string {
   const text = innermostMessage(error);
-  if (error instanceof IdempotencyStoreUnavailableError) {
+  if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
   if (/idempotency_records/.test(text) && /exist|no such table/i.test(text)) {

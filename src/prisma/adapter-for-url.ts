@@ -29,7 +29,8 @@ export function providerOfUrl(url: string): Exclude<Provider, 'cockroachdb'> {
 
 /**
  * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:`,
- * `@prisma/adapter-pg` for `postgresql://`, `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
+ * `@prisma/adapter-pg` for `postgresql://` (waiting `connect_timeout` seconds for a connection,
+ * 10 by default), `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
 export async function adapterForUrl(url: string): Promise<DriverAdapterFactory> {
@@ -42,7 +43,7 @@ export async function adapterForUrl(url: string): Promise<DriverAdapterFactory> 
     }
     case 'postgresql': {
       const { PrismaPg } = await importAdapter<typeof import('@prisma/adapter-pg')>('@prisma/adapter-pg');
-      return new PrismaPg({ connectionString: url });
+      return new PrismaPg({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs(url) });
     }
     case 'mysql': {
       const { PrismaMariaDb } =
@@ -50,6 +51,20 @@ export async function adapterForUrl(url: string): Promise<DriverAdapterFactory> 
       return new PrismaMariaDb(url.replace(/^mysql:/i, 'mariadb:'));
     }
   }
+}
+
+/**
+ * How long to wait for a PostgreSQL connection: libpq's `connect_timeout` parameter (seconds, 0 for
+ * no limit), else 10 s. `pg` alone would wait for a server that accepts and never answers forever.
+ */
+function connectTimeoutMs(url: string): number {
+  const given = URL.canParse(url) ? new URL(url).searchParams.get('connect_timeout') : null;
+  if (given === null) return 10_000;
+  const seconds = Number(given);
+  if (given.trim() === '' || !Number.isFinite(seconds) || seconds < 0) {
+    throw new TypeError(`connect_timeout must be a number of seconds, not ${JSON.stringify(given)}`);
+  }
+  return seconds * 1_000;
 }
 
 async function importAdapter<T>(name: string): Promise<T> {

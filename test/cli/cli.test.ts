@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, databases, describeEachDatabase } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
@@ -224,6 +225,31 @@ describe('the idempotent-mutations CLI on bad input', () => {
     const outcome = await cli(['sweep', '--database-url', 'postgresql://postgres:hunter2@127.0.0.1:1/test']);
     expectOneLineError(outcome, /cannot reach postgresql:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/test/);
     expect(outcome.stderr).not.toContain('hunter2');
+  });
+
+  it('gives up on a PostgreSQL server that accepts and never answers after connect_timeout', async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    try {
+      const started = Date.now();
+      const outcome = await cli([
+        'stats',
+        '--database-url',
+        `postgresql://postgres@127.0.0.1:${port}/test?connect_timeout=1`,
+      ]);
+      expectOneLineError(outcome, /cannot reach postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test.*timeout/);
+      expect(Date.now() - started).toBeLessThan(30_000);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it('rejects a connect_timeout that is not a number of seconds', async () => {
+    expectOneLineError(
+      await cli(['stats', '--database-url', 'postgresql://postgres@127.0.0.1:1/test?connect_timeout=soon']),
+      /connect_timeout must be a number of seconds/,
+    );
   });
 
   it('says it cannot reach a MariaDB server that does not answer', async () => {

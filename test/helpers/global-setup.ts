@@ -1,4 +1,4 @@
-import { rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { migrate } from '../../scripts/migrate.js';
 import { databases } from './databases.js';
 
@@ -8,8 +8,9 @@ import { databases } from './databases.js';
  * the run: CI sets both URLs, so their suites are mandatory there.
  */
 export default async function setup(): Promise<() => void> {
-  // SQLite suites make a file each under .tmp/; start from none.
+  // SQLite suites make a file each under .tmp/; start from an empty folder.
   await rm('.tmp', { recursive: true, force: true });
+  await mkdir('.tmp');
   const skipped = databases.filter((db) => !db.url);
   for (const db of databases) {
     if (db.url && db.provider !== 'sqlite') await migrate(db.url);
