@@ -4,7 +4,9 @@
 //
 //   npm run bench:statements -- [url]     (default: the PostgreSQL database of npm run bench)
 import { parseArgs } from 'node:util';
-import { adapterForUrl } from 'idempotent-mutations/prisma';
+import { runIdempotent } from 'idempotent-mutations';
+import { adapterForUrl, prismaStore } from 'idempotent-mutations/prisma';
+import { dialectFor } from '../src/prisma/dialect.js';
 import { benchDatabases, openClient, prepareDatabase } from './databases.js';
 import { median, orderOf } from './stats.js';
 
@@ -16,6 +18,15 @@ const adapter = (await (await adapterForUrl(database.url)).connect()) as {
   queryRaw(query: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<unknown>;
   dispose(): Promise<void>;
 };
+// A completed record, for the read a replay makes.
+const store = prismaStore(prisma);
+const sql = dialectFor('postgresql');
+const scope = `statement-cost-${process.pid}`;
+const text = { scalarType: 'string', arity: 'scalar' };
+await runIdempotent({ store, scope, key: 'replayed', operation: 'payments.create', input: {} }, () => ({
+  id: 1,
+  amount: '10.00',
+}));
 const select1 = async (client: { $queryRawUnsafe(sql: string): PromiseLike<unknown> }) =>
   client.$queryRawUnsafe('SELECT 1');
 
@@ -23,6 +34,9 @@ const cases: Record<string, () => Promise<unknown>> = {
   'SELECT 1 through the driver adapter': () => adapter.queryRaw({ sql: 'SELECT 1', args: [], argTypes: [] }),
   'SELECT 1 through Prisma ($queryRawUnsafe)': () => select1(prisma),
   'an empty interactive transaction (BEGIN, COMMIT)': () => prisma.$transaction(async () => 1),
+  'the replay read: prismaStore(prisma).find()': () => store.find(scope, 'replayed'),
+  'the same read through the driver adapter': () =>
+    adapter.queryRaw({ sql: sql.find, args: [scope, 'replayed'], argTypes: [text, text] }),
   'a transaction with 3 × SELECT 1': () =>
     prisma.$transaction(async (tx) => {
       await select1(tx);
@@ -42,7 +56,9 @@ for (let round = 0; round < 2_300; round++) {
   }
 }
 const ms = Object.fromEntries(names.map((name) => [name, median(samples[name]!)]));
-const [driver, client, empty, three] = names.map((name) => ms[name]!) as [number, number, number, number];
+const [driver, client] = names.map((name) => ms[name]!) as [number, number];
+const empty = ms['an empty interactive transaction (BEGIN, COMMIT)']!;
+const three = ms['a transaction with 3 × SELECT 1']!;
 
 console.log(`${database.url}, node ${process.version}, medians of 2,000 interleaved calls\n`);
 for (const name of names) console.log(`${name.padEnd(50)} ${ms[name]!.toFixed(3).padStart(7)} ms`);
