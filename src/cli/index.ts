@@ -152,7 +152,9 @@ async function withDatabase(
       const file = url.replace(/^(file|sqlite):(\/\/)?/i, '').replace(/\?.*$/, '');
       if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
     }
-    const adapter = (await (await adapterForUrl(url)).connect()) as SqlDriverAdapterLike;
+    // pg alone would wait forever for a server that accepts and never answers.
+    const factory = await adapterForUrl(url, { connectTimeoutMs: 10_000 });
+    const adapter = (await factory.connect()) as SqlDriverAdapterLike;
     try {
       await work(queryableOf(adapter), provider);
     } finally {

@@ -27,13 +27,25 @@ export function providerOfUrl(url: string): Exclude<Provider, 'cockroachdb'> {
   }
 }
 
+/** Options of `adapterForUrl`. */
+export interface AdapterForUrlOptions {
+  /**
+   * PostgreSQL: how long to wait for a connection (to connect, or for a free one in the pool) when
+   * the URL has no `connect_timeout`. @default no limit, as in `pg`
+   */
+  connectTimeoutMs?: number;
+}
+
 /**
  * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:`,
- * `@prisma/adapter-pg` for `postgresql://` (waiting `connect_timeout` seconds for a connection,
- * 10 by default), `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
+ * `@prisma/adapter-pg` for `postgresql://` (honouring libpq's `connect_timeout`, in seconds),
+ * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
-export async function adapterForUrl(url: string): Promise<DriverAdapterFactory> {
+export async function adapterForUrl(
+  url: string,
+  options: AdapterForUrlOptions = {},
+): Promise<DriverAdapterFactory> {
   switch (providerOfUrl(url)) {
     case 'sqlite': {
       const { PrismaBetterSqlite3 } = await importAdapter<typeof import('@prisma/adapter-better-sqlite3')>(
@@ -43,7 +55,8 @@ export async function adapterForUrl(url: string): Promise<DriverAdapterFactory> 
     }
     case 'postgresql': {
       const { PrismaPg } = await importAdapter<typeof import('@prisma/adapter-pg')>('@prisma/adapter-pg');
-      return new PrismaPg({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs(url) });
+      const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs;
+      return new PrismaPg({ connectionString: url, connectionTimeoutMillis });
     }
     case 'mysql': {
       const { PrismaMariaDb } =
@@ -53,13 +66,10 @@ export async function adapterForUrl(url: string): Promise<DriverAdapterFactory> 
   }
 }
 
-/**
- * How long to wait for a PostgreSQL connection: libpq's `connect_timeout` parameter (seconds, 0 for
- * no limit), else 10 s. `pg` alone would wait for a server that accepts and never answers forever.
- */
-function connectTimeoutMs(url: string): number {
+/** The URL's `connect_timeout` parameter (libpq's: seconds, 0 for no limit) in milliseconds, if any. */
+function connectTimeoutMs(url: string): number | undefined {
   const given = URL.canParse(url) ? new URL(url).searchParams.get('connect_timeout') : null;
-  if (given === null) return 10_000;
+  if (given === null) return undefined;
   const seconds = Number(given);
   if (given.trim() === '' || !Number.isFinite(seconds) || seconds < 0) {
     throw new TypeError(`connect_timeout must be a number of seconds, not ${JSON.stringify(given)}`);

@@ -54,8 +54,13 @@ export function isConnectionError(error: unknown): boolean {
     if (CONNECTION_CODES.has(code) || CONNECTION_CODES.has(originalCode) || CONNECTION_KINDS.has(kind))
       return true;
     if (name === 'PrismaClientInitializationError') return true;
-    // pg: the server closed the connection, or did not answer within `connectionTimeoutMillis`.
-    if (typeof message === 'string' && /^Connection terminated\b/.test(message)) return true;
+    // pg: the server closed the connection or did not answer, or the pool had no connection to
+    // hand out, within `connectionTimeoutMillis`.
+    if (
+      typeof message === 'string' &&
+      /^(Connection terminated\b|timeout exceeded when trying to connect)/.test(message)
+    )
+      return true;
     // The pool (or SQLite's single writer) could not hand out a connection within `maxWait`.
     if (code === 'P2028' && /Unable to start a transaction/i.test(String(message))) return true;
   }

@@ -1,5 +1,10 @@
 /** idempotent-mutations/prisma: the Prisma 7 store, the sweeper and the record statistics. */
-export { adapterForUrl, type DriverAdapterFactory, providerOfUrl } from './adapter-for-url.js';
+export {
+  type AdapterForUrlOptions,
+  adapterForUrl,
+  type DriverAdapterFactory,
+  providerOfUrl,
+} from './adapter-for-url.js';
 export type {
   PrismaClientLike,
   PrismaQueryable,

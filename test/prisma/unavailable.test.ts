@@ -1,4 +1,6 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { type AddressInfo, createServer } from 'node:net';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../../generated/postgresql/client.js';
 import { IdempotencyStoreUnavailableError, runIdempotent } from '../../src/index.js';
@@ -24,5 +26,64 @@ describe.each([
     expect((error as IdempotencyStoreUnavailableError).code).toBe('IDEMPOTENCY_STORE_UNAVAILABLE');
     expect((error as IdempotencyStoreUnavailableError).status).toBe(503);
     expect(calls).toBe(0);
+  });
+});
+
+describe('a PostgreSQL server that accepts connections and never answers', () => {
+  const silent = createServer(() => undefined);
+  let prisma: InstanceType<typeof PostgresClient> | undefined;
+  beforeAll(() => new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve)));
+  afterAll(async () => {
+    await prisma?.$disconnect().catch(() => undefined);
+    silent.close();
+  });
+
+  it('fails the mutation with IDEMPOTENCY_STORE_UNAVAILABLE after the URL’s connect_timeout', async () => {
+    const { port } = silent.address() as AddressInfo;
+    const url = `postgresql://postgres@127.0.0.1:${port}/test?connect_timeout=1`;
+    prisma = new PostgresClient({ adapter: (await adapterForUrl(url)) as never });
+    let calls = 0;
+    const started = Date.now();
+    const error = await runIdempotent(
+      { store: prismaStore(prisma), scope: 'u', key: 'k', operation: 'op', input: {} },
+      async () => ++calls,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect((error as Error).message).toMatch(/connection timeout/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(calls).toBe(0);
+  });
+});
+
+describe.runIf(process.env.TEST_POSTGRES_URL)('a PostgreSQL pool with no connection free', () => {
+  it('fails a mutation with IDEMPOTENCY_STORE_UNAVAILABLE once the pool’s connectionTimeoutMillis has passed', async () => {
+    const url = process.env.TEST_POSTGRES_URL!;
+    const prisma = new PostgresClient({
+      adapter: new PrismaPg({ connectionString: url, max: 1, connectionTimeoutMillis: 300 }),
+    });
+    let release!: () => void;
+    const holding = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const held = new Promise<void>((resolve) => (started = resolve));
+    // Holds the pool's only connection in a transaction until released.
+    const holder = prisma.$transaction(async () => {
+      started();
+      await holding;
+    });
+    try {
+      await held;
+      let calls = 0;
+      const error = await runIdempotent(
+        { store: prismaStore(prisma), scope: 'u', key: 'k', operation: 'op', input: {} },
+        async () => ++calls,
+      ).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+      expect((error as Error).message).toMatch(/timeout exceeded when trying to connect/);
+      expect(calls).toBe(0);
+    } finally {
+      release();
+      await holder;
+      await prisma.$disconnect();
+    }
   });
 });
