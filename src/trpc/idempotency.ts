@@ -229,9 +229,19 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         },
         async (tx, claim) => {
           const { fingerprint, firstSeenAt } = claim;
-          const result = await opts.next({
+          const downstream = {
             ctx: contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt }),
-          });
+            // A further `.input()` after this middleware would add input the fingerprint did not
+            // cover (a retry with another value would replay): it reads the raw input, and the
+            // call fails here, before the resolver runs and with nothing stored.
+            getRawInput: async (): Promise<never> => {
+              throw new TRPCError({
+                code: 'INTERNAL_SERVER_ERROR',
+                message: `idempotency() on "${path}" runs before the last .input(): place .use(idempotency(…)) after every .input(…), so the fingerprint hashes the whole validated input`,
+              });
+            },
+          };
+          const result = await opts.next(downstream);
           // tRPC hands back the resolver's error instead of throwing it: throwing it here is
           // what rolls the transaction back.
           if (!result.ok) throw result.error;

@@ -311,6 +311,36 @@ describe('idempotency() through createCaller', () => {
     expect(runs).toBe(0);
   });
 
+  it('refuses to run before a later .input(), whose fields the fingerprint would miss, and keeps nothing', async () => {
+    const store = memoryStore();
+    let runs = 0;
+    // A base procedure with the org id, extended per route with more input.
+    const orgProcedure = t.procedure
+      .input(z.object({ orgId: z.string() }))
+      .use(idempotency({ store, scope: ({ ctx }) => ctx.user.id }));
+    const router = t.router({
+      pay: orgProcedure
+        .input(z.object({ amount: z.number() }))
+        .mutation(({ input }) => ++runs + input.amount),
+      // After every .input(), the whole validated input is fingerprinted.
+      payAfter: t.procedure
+        .input(z.object({ orgId: z.string() }))
+        .input(z.object({ amount: z.number() }))
+        .use(idempotency({ store, scope: ({ ctx }) => ctx.user.id }))
+        .mutation(({ input }) => input.amount),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const error = await rejectionOf(caller.pay({ orgId: 'o1', amount: 10 }));
+    expect(error.code).toBe('INTERNAL_SERVER_ERROR');
+    expect(error.message).toMatch(/before the last \.input\(\)/);
+    expect(runs).toBe(0);
+    expect(await store.find('u', 'k')).toBeNull();
+
+    expect(await caller.payAfter({ orgId: 'o1', amount: 10 })).toBe(10);
+    const mismatch = await rejectionOf(caller.payAfter({ orgId: 'o1', amount: 9_999 }));
+    expect(mismatch.code).toBe('UNPROCESSABLE_CONTENT');
+  });
+
   it('works on a mutation without input, keyed by the header', async () => {
     let runs = 0;
     const router = t.router({
