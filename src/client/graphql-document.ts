@@ -102,17 +102,32 @@ export function operationTypeOf(document: string, operationName?: string | null)
 }
 
 /**
- * Whether the document passes an argument (or input field) called `name` anywhere: `name:` inside
- * parentheses. Variables (`$name`) and aliases in selection sets do not count.
+ * Whether the document gives an argument (or input field) called `name` a value anywhere: `name:`
+ * inside parentheses, followed by anything but `null` or a variable that `variables` leaves unset
+ * or null. Variables (`$name`) and aliases in selection sets are not the argument.
  */
-export function passesArgument(document: string, name: string): boolean {
+export function passesArgument(
+  document: string,
+  name: string,
+  variables: Readonly<Record<string, unknown>> = {},
+): boolean {
   let parens = 0;
   let previous: Token | undefined;
   let candidate = false;
+  let value: 'next' | 'variable' | undefined;
   for (const token of tokensOf(document)) {
     if (token.kind === 'invalid') return false;
+    if (value === 'variable') {
+      if (token.kind === 'name' && variables[token.value] != null) return true;
+      value = undefined;
+    } else if (value === 'next') {
+      if (token.kind === 'punctuator' && token.value === '$') value = 'variable';
+      else if (token.kind === 'name' && token.value === 'null') value = undefined;
+      else return true;
+    } else if (candidate && token.kind === 'punctuator' && token.value === ':') {
+      value = 'next';
+    }
     if (token.kind === 'punctuator') {
-      if (candidate && token.value === ':') return true;
       if (token.value === '(') parens++;
       else if (token.value === ')') parens--;
     }

@@ -13,8 +13,9 @@ export interface IdempotentFetchOptions {
   header?: string;
   /**
    * The argument of field-level keys (as the server's `useIdempotency` names it). A mutation whose
-   * document passes it already carries its keys: it gets no header (the server would refuse a
-   * header that disagrees with them), and its retries resend those same keys.
+   * document gives it a value (not `null`, nor a variable left unset or null) already carries its
+   * keys: it gets no header (the server would refuse a header that disagrees with them), and its
+   * retries resend those same keys.
    * @default 'idempotencyKey'
    */
   argumentName?: string;
@@ -55,11 +56,13 @@ export function idempotentFetch(
     const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
     if (method !== 'POST') return fetch(input, init);
     const body = await bodyText(init, request);
-    const query = body === undefined ? undefined : mutationOf(body);
-    if (query === undefined) return fetch(input, init);
+    const mutation = body === undefined ? undefined : mutationOf(body);
+    if (mutation === undefined) return fetch(input, init);
 
     const headers = new Headers(init?.headers ?? request?.headers);
-    if (!headers.has(header) && !passesArgument(query, argumentName)) headers.set(header, generateKey());
+    if (!headers.has(header) && !passesArgument(mutation.query, argumentName, mutation.variables)) {
+      headers.set(header, generateKey());
+    }
     const signal = init?.signal ?? request?.signal;
     // The body is sent again on every attempt, so it travels as the text read above.
     const send = () =>
@@ -107,8 +110,8 @@ async function bodyText(
   return undefined;
 }
 
-/** The document of a body that is one GraphQL operation, over JSON, running a mutation. */
-function mutationOf(body: string): string | undefined {
+/** The document and variables of a body that is one GraphQL operation, over JSON, running a mutation. */
+function mutationOf(body: string): { query: string; variables: Record<string, unknown> } | undefined {
   let payload: unknown;
   try {
     payload = JSON.parse(body);
@@ -116,10 +119,16 @@ function mutationOf(body: string): string | undefined {
     return undefined;
   }
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return undefined;
-  const { query, operationName } = payload as { query?: unknown; operationName?: unknown };
+  const { query, operationName, variables } = payload as {
+    query?: unknown;
+    operationName?: unknown;
+    variables?: unknown;
+  };
   if (typeof query !== 'string') return undefined;
   const type = operationTypeOf(query, typeof operationName === 'string' ? operationName : undefined);
-  return type === 'mutation' ? query : undefined;
+  if (type !== 'mutation') return undefined;
+  const given = typeof variables === 'object' && variables !== null ? variables : {};
+  return { query, variables: given as Record<string, unknown> };
 }
 
 function isAbort(error: unknown): boolean {

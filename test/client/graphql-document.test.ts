@@ -85,6 +85,17 @@ describe('passesArgument', () => {
     ['mutation { createOrder(note: "idempotencyKey: k") { id } } # idempotencyKey: k', false],
     ['mutation { createOrder(idempotencyKeys: "k") { id } }', false],
   ])('%j → %s', (document, expected) => {
-    expect(passesArgument(document, 'idempotencyKey')).toBe(expected);
+    expect(passesArgument(document, 'idempotencyKey', { key: 'k' })).toBe(expected);
+  });
+
+  it.each([
+    ['mutation { createOrder(idempotencyKey: null) { id } }', {}, false],
+    ['mutation M($key: String) { createOrder(idempotencyKey: $key) { id } }', {}, false],
+    ['mutation M($key: String) { createOrder(idempotencyKey: $key) { id } }', { key: null }, false],
+    ['mutation M($key: String) { createOrder(idempotencyKey: $key) { id } }', { key: 'k' }, true],
+    ['mutation M($k: String) { a: pay(idempotencyKey: $k) b: pay(idempotencyKey: "b") }', {}, true],
+    ['mutation { createOrder(input: { idempotencyKey: null }, idempotencyKey: 7) { id } }', {}, true],
+  ])('%j with variables %j → %s: a null or unset value is no key', (document, variables, expected) => {
+    expect(passesArgument(document, 'idempotencyKey', variables)).toBe(expected);
   });
 });

@@ -255,6 +255,29 @@ describeEachDatabase('idempotentFetch with field-level keys', (db) => {
     expect(proxy.requests).toHaveLength(2);
     expect(proxy.requests.map(keyOf)).toEqual([undefined, undefined]);
   });
+
+  it('keys a mutation whose key argument is a variable left null with the header, on every attempt', async () => {
+    const userId = uniqueScope();
+    proxy.plan('lose-response');
+    const response = await idempotentFetch(fetch, { retry: { baseDelayMs: 50 } })(`${proxy.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-user-id': userId },
+      body: JSON.stringify({
+        query: `mutation Order($key: String) {
+          createOrder(input: { sku: "book", unitPrice: "9.50" }, idempotencyKey: $key) { id total }
+        }`,
+        variables: { key: null },
+      }),
+    });
+    const { data } = (await response.json()) as { data: { createOrder: { id: number } } };
+
+    const orders = await prisma.order.findMany({ where: { userId } });
+    expect(orders.map((o) => o.id)).toEqual([data.createOrder.id]);
+    expect(proxy.requests).toHaveLength(2);
+    const [first, retry] = proxy.requests.map(keyOf);
+    expect(first).toMatch(UUID_V4);
+    expect(retry).toBe(first);
+  });
 });
 
 describe('idempotentFetch on requests it must leave alone', () => {
