@@ -12,7 +12,12 @@ import {
   type OperationDefinitionNode,
   print,
 } from 'graphql';
-import { IdempotencyInputError, IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
+import {
+  IdempotencyInputError,
+  IdempotencyKeyInvalidError,
+  IdempotencyKeyMissingError,
+  isIdempotencyError,
+} from '../core/errors.js';
 import { type HeaderValue, parseKeyHeader, resolveKey } from '../core/key.js';
 import {
   type ErrorCodec,
@@ -100,6 +105,18 @@ interface Execution {
 }
 
 const execution = Symbol('idempotent-mutations.execution');
+/** Requests that Yoga parsed into a batch of several operations (`batching: true`). */
+const batches = new WeakSet<object>();
+
+/**
+ * Yoga's request-parsing hook, typed by its shape (this folder does not import Yoga). Envelop
+ * servers without request batching never call it.
+ */
+interface RequestParseHook {
+  onRequestParse(payload: { request: object }): {
+    onRequestParseDone(payload: { requestParserResult: unknown }): void;
+  };
+}
 /** Resolvers installed by this plugin, so a schema built from a wrapped one is not wrapped twice. */
 const installed = new WeakSet<GraphQLFieldResolver<unknown, unknown>>();
 
@@ -126,7 +143,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
   required = true,
   errorCodec = graphqlErrorCodec,
   ...core
-}: UseIdempotencyOptions<Context, Tx>): Plugin {
+}: UseIdempotencyOptions<Context, Tx>): Plugin & RequestParseHook {
   const prepared = new WeakSet<GraphQLSchema>();
 
   /** Checks the schema's idempotent fields (throwing on misdeclared ones) and wraps their resolvers. */
@@ -261,6 +278,13 @@ export function useIdempotency<Context = any, Tx = unknown>({
     onSchemaChange({ schema }) {
       prepare(schema);
     },
+    onRequestParse({ request }) {
+      return {
+        onRequestParseDone({ requestParserResult }) {
+          if (Array.isArray(requestParserResult) && requestParserResult.length > 1) batches.add(request);
+        },
+      };
+    },
     onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution, extendContext }) {
       const operation = getOperationAST(args.document, args.operationName);
       if (operation?.operation !== 'mutation') return;
@@ -271,6 +295,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
       let key: string | undefined;
       try {
         key = header ? parseKeyHeader(headerOf(args.contextValue, header), core.keyPolicy) : undefined;
+        if (key !== undefined && isBatched(args.contextValue)) {
+          throw new IdempotencyKeyInvalidError(
+            `An ${header} header on a batch of several operations is ambiguous: send each mutation its own "${argumentName}" argument, or do not batch mutations`,
+          );
+        }
       } catch (error) {
         setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
         return;
@@ -329,6 +358,12 @@ function withTransaction(context: unknown, txName: string, tx: unknown): object 
   return Object.create((context ?? null) as object | null, {
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
   });
+}
+
+/** Whether the context's request carried a batch of several operations. */
+function isBatched(context: unknown): boolean {
+  const { request } = (context ?? {}) as { request?: unknown };
+  return typeof request === 'object' && request !== null && batches.has(request);
 }
 
 function headerOf(context: unknown, name: string): HeaderValue {

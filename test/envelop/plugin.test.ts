@@ -150,6 +150,51 @@ describe('useIdempotency errors', () => {
   });
 });
 
+describe('useIdempotency and Yoga request batching', () => {
+  function batchingYoga() {
+    const { schema, calls } = paymentsSchema();
+    const yoga = createYoga({
+      schema,
+      batching: true,
+      logging: false,
+      context: () => ({ userId: 'user-1' }),
+      plugins: [useIdempotency<Context>({ store: memoryStore(), scope: (context) => context.userId })],
+    });
+    const send = async (operations: { query: string }[], headers: Record<string, string> = {}) => {
+      const response = await yoga.fetch('http://yoga/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(operations),
+      });
+      return (await response.json()) as { data?: unknown; errors?: { extensions?: { code?: string } }[] }[];
+    };
+    return { send, calls };
+  }
+
+  it('refuses one Idempotency-Key header on a batch of several mutations, running none', async () => {
+    const { send, calls } = batchingYoga();
+    const pay = { query: 'mutation { pay(amount: 5) }' };
+    const results = await send([pay, pay], { 'idempotency-key': 'batch-1' });
+    expect(results).toHaveLength(2);
+    for (const result of results) {
+      expect(result.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_INVALID' } }]);
+    }
+    expect(calls.pay).toBe(0);
+  });
+
+  it('keys each mutation of a batch by its own argument, and a batch of one by the header', async () => {
+    const { send, calls } = batchingYoga();
+    const results = await send([
+      { query: 'mutation { pay(amount: 1, idempotencyKey: "a") }' },
+      { query: 'mutation { pay(amount: 2, idempotencyKey: "b") }' },
+    ]);
+    expect(results.map((r) => r.data)).toEqual([{ pay: 1 }, { pay: 2 }]);
+    const single = await send([{ query: 'mutation { pay(amount: 3) }' }], { 'idempotency-key': 'one' });
+    expect(single.map((r) => r.data)).toEqual([{ pay: 3 }]);
+    expect(calls.pay).toBe(3);
+  });
+});
+
 describe('useIdempotency modes', () => {
   it('runs a field under @idempotent(mode: LEASE, leaseMs:) with that lease, whatever the plugin says', async () => {
     const { schema, calls, hold } = paymentsSchema(
