@@ -1,7 +1,7 @@
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
-import { type AttemptFailure, type RetryOptions, retryDelay } from './retry-policy.js';
+import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
 
 /** Options of `idempotencyLink`. */
 export interface IdempotencyLinkOptions {
@@ -124,11 +124,15 @@ interface ResponseLike {
  * A server's answer carries its status in `data.httpStatus` (the default error shape), else on the
  * response; a failed fetch, or a body that was cut off, has neither and counts as a network failure.
  * The retry hint is `data.retryAfterMs` (the server's `idempotencyErrorFormatter` puts it there)
- * or the `Retry-After` header.
+ * or the `Retry-After` header. With that formatter `data.idempotencyCode` also tells the
+ * middleware's 409 and 503 from the application's own.
  */
 function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
   const response = (error.meta as { response?: ResponseLike } | undefined)?.response;
-  const data = error.data as { httpStatus?: unknown; retryAfterMs?: unknown } | null | undefined;
+  const data = error.data as
+    | { httpStatus?: unknown; retryAfterMs?: unknown; idempotencyCode?: unknown }
+    | null
+    | undefined;
   const status = typeof data?.httpStatus === 'number' ? data.httpStatus : response?.status;
   if (typeof status !== 'number') return { kind: 'network' };
   return {
@@ -136,6 +140,7 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     status,
     retryAfter: response?.headers?.get?.('retry-after'),
     retryAfterMs: typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined,
+    idempotent: data && 'idempotencyCode' in data ? RETRYABLE_CODES.has(data.idempotencyCode) : undefined,
   };
 }
 

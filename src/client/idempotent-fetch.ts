@@ -1,5 +1,11 @@
 import { operationTypeOf, passesArgument } from './graphql-document.js';
-import { type AttemptFailure, type RetryOptions, retryDelay, sleep } from './retry-policy.js';
+import {
+  type AttemptFailure,
+  RETRYABLE_CODES,
+  type RetryOptions,
+  retryDelay,
+  sleep,
+} from './retry-policy.js';
 
 /** The `fetch` signature GraphQL clients accept (urql, Apollo, graphql-request, plain calls). */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -33,7 +39,8 @@ export interface IdempotentFetchOptions {
  * key (unless it already has the header, or passes field-level keys as arguments), and is retried
  * with that same key on network failures,
  * 409 (key still in progress, honouring `Retry-After`) and 503 (store unavailable), with jittered
- * exponential backoff; the request's `signal` stops the retries. Every other request (queries,
+ * exponential backoff; the request's `signal` stops the retries. A 409 or 503 whose GraphQL errors
+ * carry other codes than the idempotency layer's is the application's own answer: returned as is. Every other request (queries,
  * subscriptions, batched arrays, persisted queries without their text, multipart uploads) is
  * passed to `fetch` untouched.
  *
@@ -84,6 +91,8 @@ export function idempotentFetch(
         kind: 'status',
         status: response.status,
         retryAfter: response.headers.get('retry-after'),
+        idempotent:
+          response.status === 409 || response.status === 503 ? await answeredByLayer(response) : undefined,
       };
       const delay = signal?.aborted ? undefined : retryDelay(failure, attempt, retry);
       if (delay === undefined) return response;
@@ -129,6 +138,24 @@ function mutationOf(body: string): { query: string; variables: Record<string, un
   if (type !== 'mutation') return undefined;
   const given = typeof variables === 'object' && variables !== null ? variables : {};
   return { query, variables: given as Record<string, unknown> };
+}
+
+/**
+ * Whether a GraphQL error response is the idempotency layer's own (a key in progress, the store
+ * down), told by its errors' `extensions.code`; `undefined` when the body is not such a response.
+ */
+async function answeredByLayer(response: Response): Promise<boolean | undefined> {
+  try {
+    const { errors } = (await response.clone().json()) as { errors?: unknown };
+    if (!Array.isArray(errors) || errors.length === 0) return undefined;
+    return errors.some((error) => RETRYABLE_CODES.has((error as GraphQLErrorLike)?.extensions?.code));
+  } catch {
+    return undefined;
+  }
+}
+
+interface GraphQLErrorLike {
+  extensions?: { code?: unknown };
 }
 
 function isAbort(error: unknown): boolean {

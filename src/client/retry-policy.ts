@@ -25,17 +25,34 @@ export type AttemptFailure =
    * The server answered with this status, and maybe a hint of when to retry: a `Retry-After`
    * header, or a finer `retryAfterMs` from the response body (which wins).
    */
-  | { kind: 'status'; status: number; retryAfter?: string | null; retryAfterMs?: number };
+  | {
+      kind: 'status';
+      status: number;
+      retryAfter?: string | null;
+      retryAfterMs?: number;
+      /**
+       * `false` when the response shows that the failure is not the idempotency layer's: a 409 or
+       * 503 the application itself answered, which another attempt would run again.
+       */
+      idempotent?: boolean;
+    };
 
 /**
  * 409: the key is held by a request still running. 503: the store is down.
- * Both are answered before anything ran, and retrying with the same key is always safe.
+ * The idempotency layer answers both before anything ran, so retrying with the same key is safe.
  */
 const RETRYABLE_STATUSES = new Set([409, 503]);
 
+/** The codes of those two answers, where a response names its code. */
+export const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([
+  'IDEMPOTENCY_KEY_IN_PROGRESS',
+  'IDEMPOTENCY_STORE_UNAVAILABLE',
+]);
+
 /**
  * How long to wait before the next attempt, or `undefined` when the failure must be returned:
- * attempts used up, or a status that another attempt cannot change (400, 422, any other 4xx, 500).
+ * attempts used up, a status that another attempt cannot change (400, 422, any other 4xx, 500),
+ * or a 409 or 503 that the application answered itself.
  * `attempt` is the number of attempts made so far (1 after the first).
  */
 export function retryDelay(
@@ -46,7 +63,8 @@ export function retryDelay(
 ): number | undefined {
   const { attempts = 5, baseDelayMs = 250, maxDelayMs = 10_000 } = options;
   if (attempt >= attempts) return undefined;
-  if (failure.kind === 'status' && !RETRYABLE_STATUSES.has(failure.status)) return undefined;
+  if (failure.kind === 'status' && (failure.idempotent === false || !RETRYABLE_STATUSES.has(failure.status)))
+    return undefined;
   // "Equal jitter": at least half the exponential step, so retries neither collide nor come too soon.
   const step = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
   const backoff = step / 2 + random() * (step / 2);

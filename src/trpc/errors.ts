@@ -23,18 +23,21 @@ export function toTRPCError(error: IdempotencyError): TRPCError {
   return new TRPCError({ code: trpcCodeOf[error.code], message: error.message, cause: error });
 }
 
-/** What `idempotencyErrorFormatter` adds to `shape.data` for the errors of this library. */
+/** What `idempotencyErrorFormatter` adds to `shape.data`. */
 export interface IdempotencyErrorData {
-  /** The stable code to branch on, e.g. `IDEMPOTENCY_KEY_MISMATCH`. */
-  idempotencyCode?: IdempotencyErrorCode;
+  /**
+   * The stable code to branch on, e.g. `IDEMPOTENCY_KEY_MISMATCH`; `null` for any other error
+   * (which tells `idempotencyLink` that a 409 or 503 is the application's own: not retried).
+   */
+  idempotencyCode: IdempotencyErrorCode | null;
   /** With `IDEMPOTENCY_KEY_IN_PROGRESS`: how long to wait before retrying with the same key. */
   retryAfterMs?: number;
 }
 
-/** The idempotency facts of a `TRPCError`: empty unless its `cause` is an idempotency error. */
+/** The idempotency facts of a `TRPCError`: a `null` code unless its `cause` is an idempotency error. */
 export function idempotencyErrorData(error: TRPCError): IdempotencyErrorData {
   const cause = error.cause;
-  if (!isIdempotencyError(cause)) return {};
+  if (!isIdempotencyError(cause)) return { idempotencyCode: null };
   if (cause.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
     return {
       idempotencyCode: cause.code,

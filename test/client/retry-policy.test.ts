@@ -20,6 +20,12 @@ describe('retryDelay', () => {
     expect(retryDelay(failure, 3, options)).toBeUndefined();
   });
 
+  it('never retries a 409 or 503 that the response shows is not the idempotency layer’s', () => {
+    expect(retryDelay({ ...status(409), idempotent: false }, 1)).toBeUndefined();
+    expect(retryDelay({ ...status(503), idempotent: false }, 1)).toBeUndefined();
+    expect(retryDelay({ ...status(409), idempotent: true }, 1)).toBeTypeOf('number');
+  });
+
   it('doubles the step each attempt, waits between half of it and all of it, and caps it', () => {
     const options = { attempts: Number.POSITIVE_INFINITY, baseDelayMs: 100, maxDelayMs: 1_000 };
     const bounds = (attempt: number) => [

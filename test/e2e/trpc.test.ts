@@ -215,7 +215,7 @@ describeEachDatabase('tRPC createPayment', (db) => {
       const failure = await failureOfCall(
         transport.pay(user, { amount: '10000.01', currency: 'EUR' }, 'over'),
       );
-      expect([failure.code, failure.idempotencyCode]).toEqual(['FORBIDDEN', undefined]);
+      expect([failure.code, failure.idempotencyCode]).toEqual(['FORBIDDEN', null]);
       expect(await paymentsOf(user)).toBe(0);
       expect(await store.find(user, 'over')).toBeNull();
     });
@@ -261,7 +261,7 @@ describeEachDatabase('tRPC createPayment', (db) => {
       | 'IDEMPOTENCY_INPUT_UNSUPPORTED'
       | 'IDEMPOTENCY_RESULT_TOO_LARGE'
       | 'IDEMPOTENCY_STORE_UNAVAILABLE'
-      | undefined
+      | null
     >();
     expectTypeOf<Payment['amount']>().toEqualTypeOf<Decimal>();
     expectTypeOf<Payment['createdAt']>().toEqualTypeOf<Date>();
