@@ -37,11 +37,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     };
   }
 
-  /** The record, if it is still `IN_PROGRESS` under `owner`'s token. */
-  const owned = ({ scope, key, ownerToken }: LeaseOwner) => {
-    const record = records.get(idOf(scope, key));
-    return record?.status === 'IN_PROGRESS' && record.ownerToken === ownerToken ? record : undefined;
-  };
+  /**
+   * Runs `step` on the record if it is still `IN_PROGRESS` under `owner`'s token, once no
+   * transaction holds the key (one that took it over must have committed, as in the database).
+   */
+  async function whileOwned(owner: LeaseOwner, step: (record: StoredRecord) => void): Promise<boolean> {
+    const id = idOf(owner.scope, owner.key);
+    const unlock = await lock(id);
+    try {
+      const record = records.get(id);
+      if (record?.status !== 'IN_PROGRESS' || record.ownerToken !== owner.ownerToken) return false;
+      step(record);
+      return true;
+    } finally {
+      unlock();
+    }
+  }
 
   return {
     serializer: options.serializer,
@@ -95,20 +106,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       }
     },
 
-    async insertCompleted(record) {
-      const id = idOf(record.scope, record.key);
-      if (records.has(id)) return false;
-      records.set(id, {
-        ...inProgress(record),
-        status: 'COMPLETED',
-        result: record.result,
-        resultIsError: record.resultIsError,
-        completedAt: record.completedAt,
-        expiresAt: record.expiresAt,
-      });
-      return true;
-    },
-
     lease: {
       client: undefined,
       async claim(claim) {
@@ -128,29 +125,25 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
           unlock();
         }
       },
-      async extend(owner, lockedUntil) {
-        const record = owned(owner);
-        if (record) record.lockedUntil = lockedUntil;
-        return record !== undefined;
-      },
-      async complete(completion) {
-        const record = owned(completion);
-        if (!record) return false;
-        Object.assign(record, {
-          status: 'COMPLETED',
-          result: completion.result,
-          resultIsError: completion.resultIsError,
-          lockedUntil: null,
-          completedAt: completion.completedAt,
-          expiresAt: completion.expiresAt,
-        });
-        return true;
-      },
-      async release(owner) {
-        if (!owned(owner)) return false;
-        records.delete(idOf(owner.scope, owner.key));
-        return true;
-      },
+      extend: (owner, lockedUntil) =>
+        whileOwned(owner, (record) => {
+          record.lockedUntil = lockedUntil;
+        }),
+      complete: (completion) =>
+        whileOwned(completion, (record) => {
+          Object.assign(record, {
+            status: 'COMPLETED',
+            result: completion.result,
+            resultIsError: completion.resultIsError,
+            lockedUntil: null,
+            completedAt: completion.completedAt,
+            expiresAt: completion.expiresAt,
+          });
+        }),
+      release: (owner) =>
+        whileOwned(owner, () => {
+          records.delete(idOf(owner.scope, owner.key));
+        }),
     },
   };
 }

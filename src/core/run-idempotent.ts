@@ -290,25 +290,27 @@ export async function runIdempotent<T, Tx = unknown>(
   }
 
   /**
-   * The failed transaction rolled back the resolver's writes; the error is kept in a record of
-   * its own, unless a retry already claimed the key in between.
+   * The failed transaction rolled back the resolver's writes; the error is kept in a transaction
+   * of its own, which claims the key again (or takes over an expired record), unless a retry
+   * already claimed it in between.
    */
   async function storeError(error: unknown): Promise<void> {
     const text = encodeError(error);
     if (text === undefined) return; // Unstorable: the key simply stays retryable.
-    const completedAt = new Date();
-    await store.insertCompleted({
-      scope,
-      key,
-      operation,
-      fingerprint: hash,
-      now: claimedAt,
-      result: text,
-      resultIsError: true,
-      completedAt,
-      expiresAt: new Date(completedAt.getTime() + ttlMs),
+    const stored = await store.transaction(async (session) => {
+      const completedAt = new Date();
+      const expiresAt = new Date(completedAt.getTime() + ttlMs);
+      // First seen when the failed call claimed the key.
+      const claim: NewClaim = { scope, key, operation, fingerprint: hash, now: claimedAt, expiresAt };
+      const claimed = await session.claim(claim);
+      if (!claimed.claimed) {
+        if (isLive(claimed.existing, completedAt)) return false;
+        await session.takeOver(claim);
+      }
+      await session.complete({ scope, key, result: text, resultIsError: true, completedAt, expiresAt });
+      return true;
     });
-    emit('completed');
+    if (stored) emit('completed');
   }
 
   /** A replayable error as stored text, or `undefined` when it cannot be stored. */

@@ -150,11 +150,6 @@ export interface Store<Tx = unknown> {
     work: (session: TransactionSession<Tx>) => Promise<T>,
     request?: TransactionRequest,
   ): Promise<T>;
-  /**
-   * Stores a completed record unless one exists; returns whether it did. Used to keep a
-   * replayable error after the failed transaction rolled back.
-   */
-  insertCompleted(record: NewClaim & Omit<Completion, 'scope' | 'key'>): Promise<boolean>;
   /** Lease mode's steps; a store without them supports transactional mode only. */
   readonly lease?: LeaseOperations<Tx>;
   /** The mode (and lease) calls use unless they name their own. */

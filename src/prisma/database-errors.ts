@@ -12,6 +12,13 @@ function* chainOf(error: unknown): Generator<Record<string, unknown>> {
   }
 }
 
+/** An error of Prisma's client or of a driver adapter beneath it. */
+export function isPrismaError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { clientVersion } = error as { clientVersion?: unknown };
+  return typeof clientVersion === 'string' || error.name === 'DriverAdapterError';
+}
+
 /** A write conflict, deadlock or serialization failure: worth running the transaction again. */
 export function isWriteConflict(error: unknown): boolean {
   for (const { code, kind, originalCode } of chainOf(error)) {

@@ -16,8 +16,6 @@ export type Dialect = {
   takeOver: string;
   /** (result, result_is_error, completed_at, expires_at, scope, key) */
   complete: string;
-  /** (scope, key, operation, fingerprint, result, result_is_error, created_at, completed_at, expires_at) */
-  insertCompleted: string;
   /** (scope, key, operation, fingerprint, owner_token, locked_until, created_at, expires_at) — 0 rows when the key exists. */
   leaseClaim: string;
   /**
@@ -61,7 +59,9 @@ export function dialectFor(provider: Provider, table = 'idempotency_records'): D
       : `INSERT INTO ${table} (${columns}) VALUES (${values}) ON CONFLICT (scope, idempotency_key) DO NOTHING`;
   // SQLite has one writer: the transaction already excludes everybody else. MySQL/MariaDB need a
   // locking read, or REPEATABLE READ's snapshot could hide the row another transaction just committed.
-  const lock = provider === 'sqlite' ? '' : mysql ? ' LOCK IN SHARE MODE' : ' FOR SHARE';
+  // An exclusive lock: the claim may take the row over next, and duplicates that each held a shared
+  // lock and then wanted to update the row would deadlock.
+  const lock = provider === 'sqlite' ? '' : ' FOR UPDATE';
   const where = 'WHERE scope = ? AND idempotency_key = ?';
   const owned = `${where} AND owner_token = ? AND status = 'IN_PROGRESS'`;
   const falseValue = provider === 'postgresql' || provider === 'cockroachdb' ? 'false' : '0';
@@ -75,10 +75,6 @@ export function dialectFor(provider: Provider, table = 'idempotency_records'): D
     ),
     takeOver: `UPDATE ${table} SET operation = ?, fingerprint = ?, status = 'IN_PROGRESS', result = NULL, result_is_error = ${falseValue}, owner_token = NULL, locked_until = NULL, created_at = ?, completed_at = NULL, expires_at = ? ${where}`,
     complete: `UPDATE ${table} SET status = 'COMPLETED', result = ?, result_is_error = ?, completed_at = ?, expires_at = ? ${where}`,
-    insertCompleted: insertIfAbsent(
-      'scope, idempotency_key, operation, fingerprint, status, result, result_is_error, created_at, completed_at, expires_at',
-      `?, ?, ?, ?, 'COMPLETED', ?, ?, ?, ?, ?`,
-    ),
     leaseClaim: insertIfAbsent(
       'scope, idempotency_key, operation, fingerprint, status, owner_token, locked_until, created_at, expires_at',
       `?, ?, ?, ?, 'IN_PROGRESS', ?, ?, ?, ?`,

@@ -11,7 +11,7 @@ import {
   providerOf,
   type TransactionClientOf,
 } from './client.js';
-import { isWriteConflict, unavailableOnConnectionError } from './database-errors.js';
+import { isPrismaError, isWriteConflict, unavailableOnConnectionError } from './database-errors.js';
 import { dialectFor } from './dialect.js';
 import { toRecord } from './row.js';
 
@@ -76,6 +76,7 @@ export function prismaStore<Client extends PrismaClientLike>(
     defaults: { mode: options.mode, leaseMs: options.leaseMs, heartbeatMs: options.heartbeatMs },
 
     async find(scope, key) {
+      storable(scope, key);
       const cached = cache?.get(scope, key);
       if (cached) return cached;
       const record = await unavailableOnConnectionError(() => read(prisma, sql.find, scope, key));
@@ -85,50 +86,72 @@ export function prismaStore<Client extends PrismaClientLike>(
 
     async transaction(work) {
       for (let attempt = 0; ; attempt++) {
+        let thrown: { error: unknown } | undefined;
         try {
-          return await unavailableOnConnectionError(() =>
-            prisma.$transaction(
-              (tx: TransactionClientOf<Client> & PrismaQueryable) => work(sessionOf(tx)),
-              transactionOptions,
-            ),
-          );
+          return await prisma.$transaction(async (tx: TransactionClientOf<Client> & PrismaQueryable) => {
+            try {
+              return await work(sessionOf(tx));
+            } catch (error) {
+              thrown = { error };
+              throw error;
+            }
+          }, transactionOptions);
         } catch (error) {
-          if (attempt >= maxRetries || !isWriteConflict(error)) throw error;
+          // What the resolver threw of its own (a gateway's network error, say) is not the store's.
+          if (thrown?.error === error && !isPrismaError(error)) throw error;
+          if (attempt >= maxRetries || !isWriteConflict(error)) {
+            return unavailableOnConnectionError(() => Promise.reject(error));
+          }
           // Jittered backoff, so the transactions that collided do not collide again.
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** attempt));
         }
       }
     },
 
-    async insertCompleted(record) {
-      const inserted = await unavailableOnConnectionError(() =>
-        prisma.$executeRawUnsafe(
-          sql.insertCompleted,
-          record.scope,
-          record.key,
-          record.operation,
-          record.fingerprint,
-          record.result,
-          bool(record.resultIsError),
-          record.now,
-          record.completedAt,
-          record.expiresAt,
-        ),
-      );
-      return inserted > 0;
-    },
-
     lease: leaseOperations(),
   };
 
+  /**
+   * Refuses, before anything runs, a scope or key that MySQL's columns cannot keep apart from
+   * another: `INSERT IGNORE` would store a key over 255 characters truncated, and `utf8mb4_bin`
+   * compares with trailing spaces ignored ("alice " would share "alice"'s records).
+   */
+  function storable(scope: string, key: string): void {
+    if (provider !== 'mysql') return;
+    if (key.length > MYSQL_KEY_COLUMN) {
+      throw new IdempotencyKeyInvalidError(
+        `The idempotency key is ${key.length} characters; the MySQL idempotency_key column holds ${MYSQL_KEY_COLUMN}`,
+      );
+    }
+    if (scope.endsWith(' ') || key.endsWith(' ')) {
+      throw new IdempotencyKeyInvalidError(
+        `The idempotency ${scope.endsWith(' ') ? 'scope' : 'key'} ends in a space, which MySQL's utf8mb4_bin collation ignores in comparisons: it would share another's records`,
+      );
+    }
+  }
+
+  /**
+   * Runs one lease step so that it commits on its own. Through Prisma's SQLite adapter (one
+   * connection) a statement outside a transaction runs inside whichever one is open, and would
+   * roll back with another request's transaction: there each step is a transaction of its own.
+   */
+  function committed<T>(step: (client: PrismaQueryable) => PromiseLike<T>): Promise<T> {
+    return unavailableOnConnectionError(() =>
+      provider === 'sqlite'
+        ? prisma.$transaction((tx: PrismaQueryable) => step(tx), transactionOptions)
+        : step(prisma),
+    );
+  }
+
   function leaseOperations(): LeaseOperations<TransactionClientOf<Client>> {
     const changed = (query: string, ...values: unknown[]) =>
-      unavailableOnConnectionError(() => prisma.$executeRawUnsafe(query, ...values)).then((rows) => rows > 0);
+      committed((client) => client.$executeRawUnsafe(query, ...values)).then((rows) => rows > 0);
     return {
       // Not a transaction client: in lease mode the resolver's writes commit on their own.
       client: prisma as unknown as TransactionClientOf<Client>,
       async claim(claim) {
         const { scope, key, operation, fingerprint, ownerToken, lockedUntil, now, expiresAt } = claim;
+        storable(scope, key);
         // Each statement is atomic on its own; a record deleted between them (released, swept)
         // sends us round again, a few times at most.
         for (let attempt = 0; attempt < 5; attempt++) {
@@ -137,7 +160,7 @@ export function prismaStore<Client extends PrismaClientLike>(
           if (await changed(sql.leaseTakeOver, ...args, scope, key, now, now)) {
             return { claimed: true, tookOver: true };
           }
-          const existing = await unavailableOnConnectionError(() => read(prisma, sql.find, scope, key));
+          const existing = await committed((client) => read(client, sql.find, scope, key));
           if (existing) return { claimed: false, existing };
         }
         throw new Error(`Could not claim the idempotency key (${scope}, ${key}): it keeps disappearing`);
@@ -165,12 +188,7 @@ export function prismaStore<Client extends PrismaClientLike>(
     return {
       tx,
       async claim(claim) {
-        if (provider === 'mysql' && claim.key.length > MYSQL_KEY_COLUMN) {
-          // INSERT IGNORE would store it truncated: refuse before anything runs.
-          throw new IdempotencyKeyInvalidError(
-            `The idempotency key is ${claim.key.length} characters; the MySQL idempotency_key column holds ${MYSQL_KEY_COLUMN}`,
-          );
-        }
+        storable(claim.scope, claim.key);
         for (let attempt = 0; attempt < 3; attempt++) {
           const inserted = await tx.$executeRawUnsafe(
             sql.claim,

@@ -52,7 +52,6 @@ export function paymentsBackend(prisma: Prisma) {
       serializer: live.serializer,
       find: async (scope, key) => (await current()).find(scope, key),
       transaction: async (work, request) => (await current()).transaction(work, request),
-      insertCompleted: async (record) => (await current()).insertCompleted(record),
     } satisfies PaymentsStore as PaymentsStore,
 
     /** Resolves once `count` resolver runs have written their payment. */

@@ -136,7 +136,7 @@ describe('useIdempotency errors', () => {
     const down = async (): Promise<never> => {
       throw new IdempotencyStoreUnavailableError();
     };
-    const store: Store = { find: down, transaction: down, insertCompleted: down };
+    const store: Store = { find: down, transaction: down };
     const { schema, calls } = paymentsSchema();
     const { send } = yogaFor(schema, { store });
     const fieldLevel = await send('mutation { pay(amount: 1, idempotencyKey: "k") }');
@@ -242,7 +242,6 @@ describe('useIdempotency modes', () => {
         reads++;
         return leasing.find(scope, key);
       },
-      insertCompleted: (record) => leasing.insertCompleted(record),
       transaction: (work, request) => {
         transactions++;
         return leasing.transaction(work, request);

@@ -33,7 +33,6 @@ const payment = z.object({ amount: z.string(), currency: z.string().default('EUR
 function storeWithTx<Tx>(tx: Tx, base: Store<undefined> = memoryStore()): Store<Tx> {
   return {
     find: (scope, key) => base.find(scope, key),
-    insertCompleted: (record) => base.insertCompleted(record),
     transaction: (work, request) => base.transaction((session) => work({ ...session, tx }), request),
   };
 }
@@ -431,7 +430,6 @@ describe('idempotency() through createCaller', () => {
     const store: Store<undefined> = {
       find: unavailable,
       transaction: unavailable,
-      insertCompleted: unavailable,
     };
     let runs = 0;
     const router = t.router({
