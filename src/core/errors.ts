@@ -143,6 +143,6 @@ export function isIdempotencyError(error: unknown): error is IdempotencyError {
     error instanceof IdempotencyError ||
     (error instanceof Error &&
       typeof (error as Error & { code?: unknown }).code === 'string' &&
-      (error as Error & { code: string }).code in statusOf)
+      Object.hasOwn(statusOf, (error as Error & { code: string }).code))
   );
 }
