@@ -17,10 +17,12 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 /**
  * The sha256 (hex) of the RFC 8785 canonical form of `{ operation, input }`.
  *
- * Non-JSON values carry a type tag (`{"$date": …}`, `{"$bigint": …}`, `{"$map": …}`, …) and object
- * keys that start with `$` are escaped with one more `$`, so no input can forge a tag: a Date never
- * equals its ISO string, `1` never equals `"1"`, `null` never equals a missing member. Object key
- * order does not matter; `undefined` members are dropped, as JSON does.
+ * Non-JSON values carry a type tag (`{"$date": …}`, `{"$bigint": …}`, `{"$map": …}`, typed arrays,
+ * `FormData`, class instances with their class name, …) and object keys that start with `$` are
+ * escaped with one more `$`, so no input can forge a tag: a Date never equals its ISO string, `1`
+ * never equals `"1"`, `null` never equals a missing member. Object key order does not matter;
+ * `undefined` members are dropped, as JSON does. Values that cannot be told apart synchronously
+ * (a `Blob` or `File`, an object with no fields of its own) are refused.
  */
 export function fingerprint(operation: string, input: unknown, options: FingerprintOptions = {}): string {
   const canonical = canonicalJson(operation, input, options);
@@ -59,10 +61,17 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
   if (object instanceof Date) {
     return { $date: Number.isNaN(object.getTime()) ? 'invalid' : object.toISOString() };
   }
-  if (object instanceof Uint8Array) {
-    return { $bytes: Buffer.from(object.buffer, object.byteOffset, object.byteLength).toString('base64') };
-  }
+  if (object instanceof Uint8Array) return { $bytes: base64(object) };
+  if (ArrayBuffer.isView(object)) return { $view: [object.constructor.name, base64(object)] };
+  if (object instanceof ArrayBuffer) return { $arrayBuffer: base64(new Uint8Array(object)) };
   if (isDecimal(object)) return { $decimal: object.toString() };
+  if (object instanceof RegExp) return { $regexp: String(object) };
+  if (typeof Blob !== 'undefined' && object instanceof Blob) {
+    // Its content can only be read asynchronously.
+    throw new IdempotencyInputError(
+      'Cannot fingerprint a Blob or File: key the upload by a hash of its content instead',
+    );
+  }
 
   if (depth >= maxDepth) {
     throw new IdempotencyInputError(`The input is nested deeper than ${maxDepth} levels`);
@@ -72,7 +81,9 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
   const child = (v: unknown) => toTagged(v, maxDepth, depth + 1, ancestors);
   let tagged: Json;
   if (Array.isArray(object)) {
-    tagged = object.map(child);
+    tagged = Array.from(object, child); // a hole counts as undefined
+  } else if (typeof FormData !== 'undefined' && object instanceof FormData) {
+    tagged = { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
   } else if (object instanceof Map) {
     tagged = { $map: sortByCanonical([...object].map(([k, v]) => [child(k), child(v)])) };
   } else if (object instanceof Set) {
@@ -87,10 +98,25 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
       if (member === undefined) continue;
       members[key.startsWith('$') ? `$${key}` : key] = child(member);
     }
-    tagged = members;
+    const prototype = Object.getPrototypeOf(object);
+    if (prototype === Object.prototype || prototype === null) {
+      tagged = members;
+    } else if (Object.keys(members).length > 0) {
+      // An instance of a class (a custom scalar's value, say): its class and its own fields.
+      tagged = { $instance: [object.constructor?.name ?? '', members] };
+    } else {
+      // Nothing of it can be seen (an Error, private fields): two of them would look the same.
+      throw new IdempotencyInputError(
+        `Cannot fingerprint a ${object.constructor?.name ?? 'object'} without fields of its own: give it a toJSON()`,
+      );
+    }
   }
   ancestors.delete(object);
   return tagged;
+}
+
+function base64(view: ArrayBufferView): string {
+  return Buffer.from(view.buffer, view.byteOffset, view.byteLength).toString('base64');
 }
 
 /** Map entries and Set members have no order of their own: order them by their canonical text. */

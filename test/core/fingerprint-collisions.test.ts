@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { fingerprint, IdempotencyInputError } from '../../src/index.js';
+
+// Two different validated inputs must not share a fingerprint, or a retry with another input would
+// replay the first answer instead of IDEMPOTENCY_KEY_MISMATCH. These used to fall through to
+// `Object.keys`, which sees nothing of them.
+const fp = (input: unknown) => fingerprint('files.upload', input);
+const form = (value: string) => {
+  const f = new FormData();
+  f.set('name', value);
+  return f;
+};
+
+const withFile = () => {
+  const f = new FormData();
+  f.set('upload', new File(['a'], 'a.txt'));
+  return f;
+};
+
+describe('inputs the fingerprint used to confuse', () => {
+  it('FormData (a tRPC v11 input type) with different fields', () => {
+    expect(fp(form('a'))).not.toBe(fp(form('b')));
+  });
+  it('File / Blob: refused, their content cannot be read synchronously', () => {
+    expect(() => fp(new File(['a'], 'a.txt'))).toThrow(IdempotencyInputError);
+    expect(() => fp({ attachment: new Blob(['a']) })).toThrow(IdempotencyInputError);
+    expect(() => fp(withFile())).toThrow(IdempotencyInputError);
+  });
+  it('ArrayBuffer with different bytes, and an ArrayBuffer vs {}', () => {
+    expect(fp(new Uint8Array([1]).buffer)).not.toBe(fp(new Uint8Array([2]).buffer));
+    expect(fp(new ArrayBuffer(4))).not.toBe(fp({}));
+  });
+  it('typed arrays other than Uint8Array vs a plain object / each other', () => {
+    expect(fp(new Int16Array([1, 2]))).not.toBe(fp({ 0: 1, 1: 2 }));
+    expect(fp(new Float64Array([1]))).not.toBe(fp(new Int8Array([1])));
+  });
+  it('a sparse array with one hole vs an empty array', () => {
+    // biome-ignore lint/suspicious/noSparseArray: the point of the test
+    expect(fp([,])).not.toBe(fp([]));
+  });
+  it('RegExp values; an Error, which shows no fields, is refused', () => {
+    expect(fp({ pattern: /a/ })).not.toBe(fp({ pattern: /b/ }));
+    expect(fp({ pattern: /a/ })).not.toBe(fp({ pattern: '/a/' }));
+    expect(() => fp({ error: new Error('x') })).toThrow(IdempotencyInputError);
+  });
+  it('a class instance vs a plain object with the same fields, and two classes', () => {
+    class Money {
+      constructor(readonly cents: number) {}
+    }
+    class Points {
+      constructor(readonly cents: number) {}
+    }
+    expect(fp(new Money(5))).not.toBe(fp({ cents: 5 }));
+    expect(fp(new Money(5))).not.toBe(fp(new Points(5)));
+    expect(fp(new Money(5))).toBe(fp(new Money(5)));
+  });
+});
