@@ -257,8 +257,7 @@ export async function runIdempotent<T, Tx = unknown>(
       resolverError = { error };
       throw error;
     }
-    const text = serializer.serialize(value);
-    checkSize(text, maxResultBytes);
+    const text = storedText(serializer, value, maxResultBytes);
     const completedAt = new Date();
     const expiresAt = new Date(completedAt.getTime() + ttlMs);
     await session.complete({ scope, key, result: text, resultIsError: false, completedAt, expiresAt });
@@ -316,9 +315,7 @@ export async function runIdempotent<T, Tx = unknown>(
   /** A replayable error as stored text, or `undefined` when it cannot be stored. */
   function encodeError(error: unknown): string | undefined {
     try {
-      const text = serializer.serialize(errorCodec.encode(error));
-      checkSize(text, maxResultBytes);
-      return text;
+      return storedText(serializer, errorCodec.encode(error), maxResultBytes);
     } catch {
       return undefined;
     }
@@ -374,8 +371,7 @@ export async function runIdempotent<T, Tx = unknown>(
     }
     await heartbeat.stop();
     try {
-      text = serializer.serialize(value);
-      checkSize(text, maxResultBytes);
+      text = storedText(serializer, value, maxResultBytes);
     } catch (error) {
       // The effects happened but the result cannot be kept: free the key rather than hold it.
       await release();
@@ -483,9 +479,20 @@ function infoOf(record: StoredRecord, hash: string): RecordInfo {
   };
 }
 
-function checkSize(text: string, maxResultBytes: number): void {
+/**
+ * The text a result is stored as, once it is known to fit and to come back: a result that could
+ * not be replayed fails now, before anything commits, rather than on every retry.
+ */
+function storedText(serializer: Serializer, value: unknown, maxResultBytes: number): string {
+  const text = serializer.serialize(value);
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxResultBytes) throw new IdempotencyResultTooLargeError(bytes, maxResultBytes);
+  try {
+    serializer.deserialize(text);
+  } catch (cause) {
+    throw new TypeError(`The result could not be replayed: ${(cause as Error).message}`, { cause });
+  }
+  return text;
 }
 
 /**

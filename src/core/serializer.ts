@@ -11,8 +11,9 @@ export interface Serializer {
 export type DecimalConstructor = new (value: string) => unknown;
 
 /**
- * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, Error and typed
- * arrays come back as they went in. Decimals come back as instances of `Decimal` (the Prisma store
+ * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, Error, typed
+ * arrays, Buffers and ArrayBuffers come back as they went in (instances of other classes come back
+ * as plain objects). Decimals come back as instances of `Decimal` (the Prisma store
  * passes Prisma's); without it a Decimal in a result fails the mutation before anything commits,
  * rather than replaying as a different type.
  */
@@ -37,6 +38,26 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
       },
     },
     'Decimal',
+  );
+  // superjson writes a Buffer as a typed array it cannot read back, and an ArrayBuffer as {}.
+  superjson.registerCustom<Buffer, string>(
+    {
+      isApplicable: (value): value is Buffer => Buffer.isBuffer(value),
+      serialize: (value) => value.toString('base64'),
+      deserialize: (text) => Buffer.from(text, 'base64'),
+    },
+    'Buffer',
+  );
+  superjson.registerCustom<ArrayBuffer, string>(
+    {
+      isApplicable: (value): value is ArrayBuffer => value instanceof ArrayBuffer,
+      serialize: (value) => Buffer.from(value).toString('base64'),
+      deserialize: (text) => {
+        const bytes = Buffer.from(text, 'base64');
+        return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+      },
+    },
+    'ArrayBuffer',
   );
   return {
     serialize: (value) => superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]),

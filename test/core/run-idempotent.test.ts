@@ -132,6 +132,20 @@ describe('runIdempotent (memory store)', () => {
     expect(await options.store.find('user-1', 'k-1')).toBeNull();
   });
 
+  it('fails the mutation, keeping nothing, when the stored result would not come back', async () => {
+    const serializer = {
+      serialize: (value: unknown) => JSON.stringify(value),
+      deserialize: (): unknown => {
+        throw new Error('unknown typed array');
+      },
+    };
+    const options = { ...base(), serializer };
+    await expect(runIdempotent(options, async () => ({ ok: true }))).rejects.toThrow(
+      /could not be replayed: unknown typed array/,
+    );
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+  });
+
   it('keeps scopes apart', async () => {
     const store = memoryStore();
     const resolver = vi.fn(async () => 'ok');

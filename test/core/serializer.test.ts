@@ -48,6 +48,15 @@ describe('superjsonSerializer', () => {
     expect(roundTrip(new Uint8Array([1, 2, 3]))).toEqual(new Uint8Array([1, 2, 3]));
   });
 
+  it('round-trips Buffers and ArrayBuffers, bytes and type', () => {
+    const value = { pdf: Buffer.from('%PDF-1.7'), raw: new Uint8Array([1, 2, 3]).buffer };
+    const back = serializer.deserialize(serializer.serialize(value)) as typeof value;
+    expect(Buffer.isBuffer(back.pdf)).toBe(true);
+    expect(back.pdf.toString()).toBe('%PDF-1.7');
+    expect(back.raw).toBeInstanceOf(ArrayBuffer);
+    expect([...new Uint8Array(back.raw)]).toEqual([1, 2, 3]);
+  });
+
   it('refuses results with __proto__, prototype or constructor keys instead of storing them', () => {
     expect(() => serializer.serialize(JSON.parse('{"__proto__": {}}'))).toThrow(/prototype pollution/);
     expect(() => serializer.serialize({ prototype: {} })).toThrow(/prototype pollution/);
