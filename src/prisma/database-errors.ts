@@ -1,4 +1,5 @@
 import { IdempotencyStoreUnavailableError } from '../core/errors.js';
+import type { PrismaClientLike, PrismaQueryable, PrismaTransactionOptions, Provider } from './client.js';
 
 /**
  * An error and what it wraps: Prisma puts a driver adapter's error under
@@ -91,4 +92,25 @@ export async function unavailableOnConnectionError<T>(run: () => PromiseLike<T>)
 
 function lastLine(text: string | undefined): string | undefined {
   return text?.trim().split('\n').pop()?.trim();
+}
+
+/**
+ * Runs one statement so that it stands on its own. Through Prisma's SQLite adapter (one
+ * connection) a statement outside a transaction runs inside whichever one another request has
+ * open, sees its uncommitted rows and rolls back with it: on SQLite, with a client that has
+ * `$transaction`, the statement gets a short transaction of its own (which waits for the open one).
+ * Connection failures become `IDEMPOTENCY_STORE_UNAVAILABLE`.
+ */
+export function standalone<T>(
+  client: PrismaQueryable,
+  provider: Provider,
+  statement: (client: PrismaQueryable) => PromiseLike<T>,
+  options?: PrismaTransactionOptions,
+): Promise<T> {
+  const { $transaction } = client as Partial<PrismaClientLike>;
+  return unavailableOnConnectionError(() =>
+    provider === 'sqlite' && typeof $transaction === 'function'
+      ? (client as PrismaClientLike).$transaction((tx: PrismaQueryable) => statement(tx), options)
+      : statement(client),
+  );
 }

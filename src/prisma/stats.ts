@@ -1,5 +1,5 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
-import { unavailableOnConnectionError } from './database-errors.js';
+import { standalone } from './database-errors.js';
 import { forProvider, STUCK, SWEEPABLE } from './dialect.js';
 import { toDate } from './row.js';
 
@@ -31,13 +31,14 @@ export interface StatsOptions {
 export async function recordStats(prisma: PrismaQueryable, options: StatsOptions = {}): Promise<RecordStats> {
   const { now = new Date() } = options;
   const count = (condition: string) => `SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END)`;
+  const provider = options.provider ?? providerOf(prisma);
   const sql = forProvider(
-    options.provider ?? providerOf(prisma),
+    provider,
     `SELECT COUNT(*) AS total, ${count("status = 'COMPLETED'")} AS completed, ${count(SWEEPABLE)} AS expired, ` +
       `${count(STUCK)} AS stuck, MIN(created_at) AS oldest, MAX(created_at) AS newest FROM ${TABLE}`,
   );
-  const [row = {}] = await unavailableOnConnectionError(() =>
-    prisma.$queryRawUnsafe<Record<string, unknown>[]>(sql, now, now, now),
+  const [row = {}] = await standalone(prisma, provider, (client) =>
+    client.$queryRawUnsafe<Record<string, unknown>[]>(sql, now, now, now),
   );
   // COUNT and SUM come back as bigint, Decimal, string or number, depending on the driver.
   const number = (value: unknown) => Number(value ?? 0);
@@ -78,13 +79,14 @@ export async function stuckRecords(
 ): Promise<StuckRecord[]> {
   const { now = new Date(), limit = 100 } = options;
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
+  const provider = options.provider ?? providerOf(prisma);
   const sql = forProvider(
-    options.provider ?? providerOf(prisma),
+    provider,
     `SELECT scope, idempotency_key, operation, created_at, locked_until, expires_at FROM ${TABLE} ` +
       `WHERE ${STUCK} ORDER BY created_at LIMIT ${limit}`,
   );
-  const rows = await unavailableOnConnectionError(() =>
-    prisma.$queryRawUnsafe<Record<string, unknown>[]>(sql, now),
+  const rows = await standalone(prisma, provider, (client) =>
+    client.$queryRawUnsafe<Record<string, unknown>[]>(sql, now),
   );
   return rows.map((row) => ({
     scope: String(row.scope),

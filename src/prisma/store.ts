@@ -11,7 +11,12 @@ import {
   providerOf,
   type TransactionClientOf,
 } from './client.js';
-import { isPrismaError, isWriteConflict, unavailableOnConnectionError } from './database-errors.js';
+import {
+  isPrismaError,
+  isWriteConflict,
+  standalone,
+  unavailableOnConnectionError,
+} from './database-errors.js';
 import { dialectFor } from './dialect.js';
 import { toRecord } from './row.js';
 
@@ -130,17 +135,9 @@ export function prismaStore<Client extends PrismaClientLike>(
     }
   }
 
-  /**
-   * Runs one lease step so that it commits on its own. Through Prisma's SQLite adapter (one
-   * connection) a statement outside a transaction runs inside whichever one is open, and would
-   * roll back with another request's transaction: there each step is a transaction of its own.
-   */
+  /** Runs one lease step so that it commits on its own (see `standalone`). */
   function committed<T>(step: (client: PrismaQueryable) => PromiseLike<T>): Promise<T> {
-    return unavailableOnConnectionError(() =>
-      provider === 'sqlite'
-        ? prisma.$transaction((tx: PrismaQueryable) => step(tx), transactionOptions)
-        : step(prisma),
-    );
+    return standalone(prisma, provider, step, transactionOptions);
   }
 
   function leaseOperations(): LeaseOperations<TransactionClientOf<Client>> {

@@ -1,5 +1,5 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
-import { unavailableOnConnectionError } from './database-errors.js';
+import { standalone } from './database-errors.js';
 import { sweepStatement } from './dialect.js';
 
 /** Options of `sweepExpired`. */
@@ -45,10 +45,13 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     onBatch,
   } = options;
   if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
-  const statement = sweepStatement(options.provider ?? providerOf(prisma), batchSize);
+  const provider = options.provider ?? providerOf(prisma);
+  const statement = sweepStatement(provider, batchSize);
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
-    const count = await unavailableOnConnectionError(() => prisma.$executeRawUnsafe(statement, now, now));
+    const count = await standalone(prisma, provider, (client) =>
+      client.$executeRawUnsafe(statement, now, now),
+    );
     deleted += count;
     const more = count >= batchSize;
     onBatch?.({ batches, deleted, more });

@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { recordStats, startSweeper, stuckRecords, sweepExpired } from '../../src/prisma/index.js';
+import { runIdempotent } from '../../src/index.js';
+import {
+  prismaStore,
+  recordStats,
+  startSweeper,
+  stuckRecords,
+  sweepExpired,
+} from '../../src/prisma/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
 import { countRecords, insertRecords } from '../helpers/records.js';
@@ -127,6 +134,35 @@ describeEachDatabase('sweepExpired', (shared) => {
     const after = sweeps.length;
     await sleep(150);
     expect(sweeps.length).toBe(after);
+  });
+
+  it('counts and sweeps only what is committed while another request’s transaction is open', async () => {
+    // Through Prisma's SQLite adapter (one connection) these statements used to run inside that
+    // transaction: a running claim was reported stuck, and a sweep's deletions rolled back with it.
+    const scope = uniqueScope();
+    await insertRecords(prisma, db.provider, [{ scope, key: 'old', expiresAt: hourAgo() }]);
+    let inside!: () => void;
+    const opened = new Promise<void>((resolve) => (inside = resolve));
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const running = runIdempotent(
+      { store: prismaStore(prisma), scope, key: 'k', operation: 'orders.create', input: {} },
+      async () => {
+        inside();
+        await finished;
+        throw new Error('rolls back');
+      },
+    ).catch(() => undefined);
+    await opened;
+    const during = Promise.all([recordStats(prisma), stuckRecords(prisma), sweepExpired(prisma)]);
+    await sleep(100);
+    finish();
+    const [stats, stuck, deleted] = await during;
+    await running;
+    expect(stats.stuck).toBe(0);
+    expect(stuck).toEqual([]);
+    expect(deleted).toBe(1);
+    expect((await recordStats(prisma)).total).toBe(0);
   });
 
   it('reports zero counts and no dates for an empty table', async () => {
