@@ -32,7 +32,7 @@ export const t = initTRPC.context<Context>().create({
 
 export const SPENDING_LIMIT = new Decimal(10_000);
 
-/** `onEvent` sees every claim, replay and rejection: wire it to your logs or metrics. */
+/** `onEvent` sees every claim, replay, mismatch and conflict: wire it to your logs or metrics. */
 export interface AppOptions {
   onEvent?: (event: IdempotencyEvent) => void;
 }

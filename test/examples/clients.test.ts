@@ -1,5 +1,7 @@
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../examples/shared/database.js';
 import { startFaultProxy } from '../../examples/shared/fault-proxy.js';
@@ -9,6 +11,7 @@ import { createOrderServer } from '../../examples/yoga-orders/app.js';
 import { createOrder } from '../../examples/yoga-orders/client.js';
 import { uniqueScope } from '../helpers/databases.js';
 
+const run = promisify(execFile);
 const prisma = await openDatabase(`file:.tmp/example-clients-${process.pid}.db`);
 const servers: Server[] = [];
 afterAll(async () => {
@@ -49,6 +52,25 @@ describe('the example clients against the example servers', () => {
       await proxy.close();
     }
   });
+
+  it.each([
+    ['trpc-payments', () => paymentsUrl, /created \{[\s\S]*amount: 12\.5/],
+    ['yoga-orders', () => `${ordersUrl}/graphql`, /createOrder: \{[\s\S]*total: '8\.40'/],
+  ])(
+    '%s/client.ts runs on its own, as the README says, against the server',
+    async (example, url, printed) => {
+      // A process of its own: nothing the server's modules register is there to help.
+      const { stdout } = await run(
+        process.execPath,
+        ['--import', 'tsx', '--conditions=source', `examples/${example}/client.ts`],
+        {
+          env: { ...process.env, URL: url() },
+          timeout: 30_000,
+        },
+      );
+      expect(stdout).toMatch(printed);
+    },
+  );
 
   it('yoga-orders: a response lost on the way back is retried with its key and orders once', async () => {
     const proxy = await startFaultProxy(ordersUrl);
