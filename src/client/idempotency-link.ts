@@ -1,6 +1,7 @@
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
+import { keyHeaderValue } from './key-header.js';
 import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
 
 /** Options of `idempotencyLink`. */
@@ -112,7 +113,8 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
 export function idempotencyHeaders({ op }: { op: Pick<Operation, 'context'> }): Record<string, string> {
   const { idempotencyKey, idempotencyHeader } = op.context;
   if (typeof idempotencyKey !== 'string') return {};
-  return { [typeof idempotencyHeader === 'string' ? idempotencyHeader : 'Idempotency-Key']: idempotencyKey };
+  const name = typeof idempotencyHeader === 'string' ? idempotencyHeader : 'Idempotency-Key';
+  return { [name]: keyHeaderValue(idempotencyKey) };
 }
 
 interface ResponseLike {

@@ -1,4 +1,5 @@
 import { operationTypeOf, passesArgument } from './graphql-document.js';
+import { keyHeaderValue } from './key-header.js';
 import {
   type AttemptFailure,
   RETRYABLE_CODES,
@@ -68,7 +69,7 @@ export function idempotentFetch(
 
     const headers = new Headers(init?.headers ?? request?.headers);
     if (!headers.has(header) && !passesArgument(mutation.query, argumentName, mutation.variables)) {
-      headers.set(header, generateKey());
+      headers.set(header, keyHeaderValue(generateKey()));
     }
     const signal = init?.signal ?? request?.signal;
     // The body is sent again on every attempt, so it travels as the text read above.
