@@ -343,9 +343,16 @@ export async function runIdempotent<T, Tx = unknown>(
         emit(outcome.tookOver ? 'expired_takeover' : 'claimed');
         break;
       }
-      // A record that stopped being live between the store's statements is worth another claim.
+      // A record that stopped being live between the store's statements is worth another claim;
+      // one that keeps doing so is never replayed (it has expired): the caller retries later.
       const readAt = new Date();
-      if (isLive(outcome.existing, readAt) || attempt >= 2) return answer(outcome.existing, readAt);
+      if (isLive(outcome.existing, readAt)) return answer(outcome.existing, readAt);
+      if (attempt >= 2) {
+        emit('in_progress');
+        throw new IdempotencyKeyInProgressError(retryAfterMs, {
+          message: 'The idempotency key changed hands while this request claimed it: retry with the same key',
+        });
+      }
     }
 
     let fenced = false;

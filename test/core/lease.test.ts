@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import {
+  fingerprint,
   type IdempotencyEvent,
   IdempotencyKeyInProgressError,
   IdempotencyLeaseLostError,
@@ -264,6 +265,35 @@ describe('runIdempotent in lease mode (memory store)', () => {
       'claimed:transactional',
       'completed:transactional',
     ]);
+  });
+
+  it('never replays a record that keeps expiring under its claims: answers IN_PROGRESS instead', async () => {
+    const { options, types } = leased();
+    const store = options.store;
+    const expired = {
+      scope: 'user-1',
+      key: 'k-1',
+      operation: 'emails.send',
+      fingerprint: fingerprint('emails.send', { to: 'a@example.com' }),
+      status: 'COMPLETED' as const,
+      result: store.serializer ? store.serializer.serialize('stale') : '{"json":"stale"}',
+      resultIsError: false,
+      ownerToken: null,
+      lockedUntil: null,
+      createdAt: new Date(0),
+      completedAt: new Date(0),
+      expiresAt: new Date(0),
+    };
+    // A store whose every claim loses the race to a record that has expired by the time it is read.
+    const racing: Store = {
+      ...store,
+      lease: { ...store.lease!, claim: async () => ({ claimed: false, existing: expired }) },
+    };
+    const resolver = vi.fn(async () => 'fresh');
+    const error = await runIdempotent({ ...options, store: racing }, resolver).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
+    expect(resolver).not.toHaveBeenCalled();
+    expect(types()).toEqual(['in_progress']);
   });
 
   it('rejects a store without lease support and a heartbeat no shorter than the lease', async () => {
