@@ -59,9 +59,11 @@ export function dialectFor(provider: Provider, table = 'idempotency_records'): D
       : `INSERT INTO ${table} (${columns}) VALUES (${values}) ON CONFLICT (scope, idempotency_key) DO NOTHING`;
   // SQLite has one writer: the transaction already excludes everybody else. MySQL/MariaDB need a
   // locking read, or REPEATABLE READ's snapshot could hide the row another transaction just committed.
-  // An exclusive lock: the claim may take the row over next, and duplicates that each held a shared
-  // lock and then wanted to update the row would deadlock.
-  const lock = provider === 'sqlite' ? '' : ' FOR UPDATE';
+  // PostgreSQL: an exclusive lock, since the claim may take the row over next and duplicates that each
+  // held a shared one would deadlock upgrading it. MySQL: a shared one, because INSERT IGNORE has
+  // already share-locked the duplicate row; upgrading every duplicate's lock deadlocked instead
+  // (InnoDB then rolls one back, and the transaction is retried).
+  const lock = provider === 'sqlite' ? '' : mysql ? ' LOCK IN SHARE MODE' : ' FOR UPDATE';
   const where = 'WHERE scope = ? AND idempotency_key = ?';
   const owned = `${where} AND owner_token = ? AND status = 'IN_PROGRESS'`;
   const falseValue = provider === 'postgresql' || provider === 'cockroachdb' ? 'false' : '0';
