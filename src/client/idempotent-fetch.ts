@@ -3,6 +3,7 @@ import { keyHeaderValue } from './key-header.js';
 import {
   type AttemptFailure,
   RETRYABLE_CODES,
+  RETRYABLE_STATUSES,
   type RetryOptions,
   retryDelay,
   sleep,
@@ -41,9 +42,9 @@ export interface IdempotentFetchOptions {
  * with that same key on network failures,
  * 409 (key still in progress, honouring `Retry-After`) and 503 (store unavailable), with jittered
  * exponential backoff; the request's `signal` stops the retries. A 409 or 503 whose GraphQL errors
- * carry other codes than the idempotency layer's is the application's own answer: returned as is. Every other request (queries,
- * subscriptions, batched arrays, persisted queries without their text, multipart uploads) is
- * passed to `fetch` untouched.
+ * carry other codes than the idempotency layer's is the application's own answer: returned as is.
+ * Every other request (queries, subscriptions, batched arrays, persisted queries without their
+ * text, multipart uploads) is passed to `fetch` untouched.
  *
  * A retry sends the whole operation again: the server must treat the operation as one idempotent
  * unit (an operation-level key), which is what the header is for.
@@ -92,8 +93,7 @@ export function idempotentFetch(
         kind: 'status',
         status: response.status,
         retryAfter: response.headers.get('retry-after'),
-        idempotent:
-          response.status === 409 || response.status === 503 ? await answeredByLayer(response) : undefined,
+        idempotent: RETRYABLE_STATUSES.has(response.status) ? await answeredByLayer(response) : undefined,
       };
       const delay = signal?.aborted ? undefined : retryDelay(failure, attempt, retry);
       if (delay === undefined) return response;

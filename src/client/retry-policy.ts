@@ -41,7 +41,7 @@ export type AttemptFailure =
  * 409: the key is held by a request still running. 503: the store is down.
  * The idempotency layer answers both before anything ran, so retrying with the same key is safe.
  */
-const RETRYABLE_STATUSES = new Set([409, 503]);
+export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([409, 503]);
 
 /** The codes of those two answers, where a response names its code. */
 export const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([

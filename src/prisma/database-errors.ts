@@ -75,18 +75,21 @@ export function isConnectionError(error: unknown): boolean {
   return false;
 }
 
+/** The error to throw for `error`: `IDEMPOTENCY_STORE_UNAVAILABLE` if the database cannot be reached. */
+export function asUnavailable(error: unknown): unknown {
+  if (!isConnectionError(error)) return error;
+  return new IdempotencyStoreUnavailableError(
+    `The idempotency store is unavailable: ${lastLine((error as Error).message) || 'unreachable'}`,
+    { cause: error },
+  );
+}
+
 /** Runs `run`, turning a database that cannot be reached into `IDEMPOTENCY_STORE_UNAVAILABLE`. */
 export async function unavailableOnConnectionError<T>(run: () => PromiseLike<T>): Promise<T> {
   try {
     return await run();
   } catch (error) {
-    if (isConnectionError(error)) {
-      throw new IdempotencyStoreUnavailableError(
-        `The idempotency store is unavailable: ${lastLine((error as Error).message) || 'unreachable'}`,
-        { cause: error },
-      );
-    }
-    throw error;
+    throw asUnavailable(error);
   }
 }
 

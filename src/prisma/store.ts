@@ -12,6 +12,7 @@ import {
   type TransactionClientOf,
 } from './client.js';
 import {
+  asUnavailable,
   isPrismaError,
   isWriteConflict,
   standalone,
@@ -104,9 +105,7 @@ export function prismaStore<Client extends PrismaClientLike>(
         } catch (error) {
           // What the resolver threw of its own (a gateway's network error, say) is not the store's.
           if (thrown?.error === error && !isPrismaError(error)) throw error;
-          if (attempt >= maxRetries || !isWriteConflict(error)) {
-            return unavailableOnConnectionError(() => Promise.reject(error));
-          }
+          if (attempt >= maxRetries || !isWriteConflict(error)) throw asUnavailable(error);
           // Jittered backoff, so the transactions that collided do not collide again.
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** attempt));
         }

@@ -9,15 +9,11 @@ import {
   runIdempotent,
   type Store,
 } from '../../src/index.js';
+import { gate } from '../helpers/gate.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A promise and the function that settles it, to hold a resolver at a chosen point. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 function leased(overrides: { leaseMs?: number; heartbeatMs?: number } = {}) {
   const events: IdempotencyEvent[] = [];

@@ -4,6 +4,7 @@ import { Prisma } from '../../generated/sqlite/client.js';
 import { idempotentDirectiveTypeDefs, useIdempotency } from '../../src/envelop/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { gate } from '../helpers/gate.js';
 import { type GraphQLRequest, idempotencyOf, postGraphQL } from './graphql-client.js';
 
 type Client = Awaited<ReturnType<typeof connect>>;
@@ -23,11 +24,6 @@ const typeDefs = /* GraphQL */ `
 `;
 
 /** A promise and the function that settles it, to hold a resolver at a chosen point. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 /**
  * A Yoga server whose `charge` field is leased; the store and the plugin are transactional, and a

@@ -1,14 +1,8 @@
-import { Decimal } from '@prisma/client/runtime/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { runIdempotent } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
-
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
+import { gate } from '../helpers/gate.js';
 
 // Through Prisma's SQLite adapter (one connection) a statement outside a transaction ran inside
 // whichever transaction was open, and rolled back with it: a lease call that had returned success

@@ -2,13 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyLeaseLostError, memoryStore, runIdempotent, type Store } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { gate } from '../helpers/gate.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 /**
  * A lease-mode call outlives its lease; a transactional call for the same key takes the record

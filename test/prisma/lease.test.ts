@@ -8,18 +8,13 @@ import {
 } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { gate } from '../helpers/gate.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Settles once the first call has claimed the key (its lease runs from then). */
 const claimed = (types: () => string[]) =>
   expect.poll(types, { timeout: 10_000, interval: 10 }).toContain('claimed');
-
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 describeEachDatabase('prismaStore in lease mode', (db) => {
   let prisma: Awaited<ReturnType<typeof connect>>;

@@ -6,6 +6,7 @@ import { IdempotencyKeyInProgressError } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { type IdempotencyMeta, idempotency } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { gate } from '../helpers/gate.js';
 
 interface Context {
   user: { id: string };
@@ -16,11 +17,6 @@ interface Context {
 const t = initTRPC.context<Context>().meta<IdempotencyMeta>().create();
 
 /** A promise and the function that settles it, to hold a resolver at a chosen point. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 async function rejectionOf(promise: Promise<unknown>): Promise<TRPCError> {
   const error = await promise.then(
