@@ -38,8 +38,10 @@ export type AttemptFailure =
     };
 
 /**
- * 409: the key is held by a request still running. 503: the store is down.
- * The idempotency layer answers both before anything ran, so retrying with the same key is safe.
+ * 409: the key is held by a request still running. 503: the store is down, or its transaction
+ * expired and rolled back. The idempotency layer answers these only when nothing ran (or all of it
+ * rolled back), so retrying with the same key is safe. `IDEMPOTENCY_OUTCOME_UNKNOWN` (500) is
+ * never retried by itself.
  */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([409, 503]);
 
@@ -47,6 +49,7 @@ export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([409, 503]);
 export const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([
   'IDEMPOTENCY_KEY_IN_PROGRESS',
   'IDEMPOTENCY_STORE_UNAVAILABLE',
+  'IDEMPOTENCY_TRANSACTION_EXPIRED',
 ]);
 
 /**

@@ -6,7 +6,10 @@ export type IdempotencyErrorCode =
   | 'IDEMPOTENCY_KEY_IN_PROGRESS'
   | 'IDEMPOTENCY_INPUT_UNSUPPORTED'
   | 'IDEMPOTENCY_RESULT_TOO_LARGE'
-  | 'IDEMPOTENCY_STORE_UNAVAILABLE';
+  | 'IDEMPOTENCY_RESULT_UNSTORABLE'
+  | 'IDEMPOTENCY_STORE_UNAVAILABLE'
+  | 'IDEMPOTENCY_TRANSACTION_EXPIRED'
+  | 'IDEMPOTENCY_OUTCOME_UNKNOWN';
 
 /** The HTTP status each code stands for; the integrations map to their own error types from it. */
 export const statusOf: Readonly<Record<IdempotencyErrorCode, number>> = {
@@ -16,7 +19,10 @@ export const statusOf: Readonly<Record<IdempotencyErrorCode, number>> = {
   IDEMPOTENCY_KEY_MISMATCH: 422,
   IDEMPOTENCY_KEY_IN_PROGRESS: 409,
   IDEMPOTENCY_RESULT_TOO_LARGE: 500,
+  IDEMPOTENCY_RESULT_UNSTORABLE: 500,
   IDEMPOTENCY_STORE_UNAVAILABLE: 503,
+  IDEMPOTENCY_TRANSACTION_EXPIRED: 503,
+  IDEMPOTENCY_OUTCOME_UNKNOWN: 500,
 };
 
 /** Base class of every error this library throws on purpose. */
@@ -129,6 +135,18 @@ export class IdempotencyResultTooLargeError extends IdempotencyError {
   }
 }
 
+/**
+ * The result cannot be stored so that it replays (a `__proto__` key, a value the serializer
+ * refuses). Transactional mode: nothing committed. Lease mode: the effects happened, so this error
+ * is what the key replays from now on, rather than freeing the key to run them again.
+ */
+export class IdempotencyResultUnstorableError extends IdempotencyError {
+  override name = 'IdempotencyResultUnstorableError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_RESULT_UNSTORABLE', message, options);
+  }
+}
+
 /** The store could not be reached; the mutation did not run. */
 export class IdempotencyStoreUnavailableError extends IdempotencyError {
   override name = 'IdempotencyStoreUnavailableError';
@@ -145,4 +163,32 @@ export function isIdempotencyError(error: unknown): error is IdempotencyError {
       typeof (error as Error & { code?: unknown }).code === 'string' &&
       Object.hasOwn(statusOf, (error as Error & { code: string }).code))
   );
+}
+
+/**
+ * The store's transaction ran out of time (its `timeout`) before it committed: everything it did
+ * rolled back, so the call can be retried with the same key.
+ */
+export class IdempotencyTransactionExpiredError extends IdempotencyError {
+  override name = 'IdempotencyTransactionExpiredError';
+  constructor(
+    message = 'The idempotency transaction expired before it committed; nothing was kept',
+    options?: { cause?: unknown },
+  ) {
+    super('IDEMPOTENCY_TRANSACTION_EXPIRED', message, options);
+  }
+}
+
+/**
+ * Lease mode: the resolver ran (its effects outside the database may have happened) but its result
+ * could not be stored, even after retrying while the lease was held. Clients must not retry this by
+ * themselves: a retry after the lease ends would run the effects again. Check the effect (e.g. the
+ * payment gateway's record for the key) before retrying, or retry with the same key once the store
+ * is back if the effect is itself idempotent.
+ */
+export class IdempotencyOutcomeUnknownError extends IdempotencyError {
+  override name = 'IdempotencyOutcomeUnknownError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_OUTCOME_UNKNOWN', message, options);
+  }
 }

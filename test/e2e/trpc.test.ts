@@ -260,7 +260,10 @@ describeEachDatabase('tRPC createPayment', (db) => {
       | 'IDEMPOTENCY_KEY_IN_PROGRESS'
       | 'IDEMPOTENCY_INPUT_UNSUPPORTED'
       | 'IDEMPOTENCY_RESULT_TOO_LARGE'
+      | 'IDEMPOTENCY_RESULT_UNSTORABLE'
       | 'IDEMPOTENCY_STORE_UNAVAILABLE'
+      | 'IDEMPOTENCY_TRANSACTION_EXPIRED'
+      | 'IDEMPOTENCY_OUTCOME_UNKNOWN'
       | null
     >();
     expectTypeOf<Payment['amount']>().toEqualTypeOf<Decimal>();
