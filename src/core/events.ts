@@ -11,6 +11,8 @@
  * - `released`: lease mode, the resolver failed and this request deleted its own claim.
  * - `fenced`: lease mode, this request's lease was taken over by another request, so its
  *   completion or release wrote nothing (at most once per request).
+ * - `outcome_unknown`: lease mode, the resolver ran but its result could not be stored while the
+ *   lease lasted (`IDEMPOTENCY_OUTCOME_UNKNOWN`).
  */
 export type IdempotencyEventType =
   | 'claimed'
@@ -20,7 +22,8 @@ export type IdempotencyEventType =
   | 'completed'
   | 'released'
   | 'fenced'
-  | 'expired_takeover';
+  | 'expired_takeover'
+  | 'outcome_unknown';
 
 /** One event passed to `onEvent`. */
 export interface IdempotencyEvent {

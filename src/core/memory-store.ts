@@ -1,18 +1,20 @@
 import type { Serializer } from './serializer.js';
-import {
-  isLive,
-  type LeaseOwner,
-  type ModeDefaults,
-  type NewClaim,
-  type Store,
-  type StoredRecord,
-} from './store.js';
+import type { ClaimRequest, LeaseOwner, ModeDefaults, Store, StoredRecord } from './store.js';
 
 /** Options of `memoryStore`; `mode`, `leaseMs` and `heartbeatMs` are defaults for the calls using it. */
 export interface MemoryStoreOptions extends ModeDefaults {
   /** Overrides the default superjson serializer (e.g. to pass a `Decimal` class). */
   serializer?: Serializer;
+  /**
+   * The store's clock, in epoch milliseconds: what expiry and leases are decided against (as a
+   * database decides them against its own). Tests inject one to move time without sleeping.
+   * @default Date.now
+   */
+  clock?: () => number;
 }
+
+/** A record as the memory store keeps it: times in epoch milliseconds on its clock. */
+interface Kept extends Omit<StoredRecord, 'liveForMs'> {}
 
 /**
  * A store in this process's memory, for unit tests and single-process development. It behaves as
@@ -21,8 +23,17 @@ export interface MemoryStoreOptions extends ModeDefaults {
  * Records do not survive a restart.
  */
 export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> {
-  const records = new Map<string, StoredRecord>();
+  const clock = options.clock ?? Date.now;
+  const records = new Map<string, Kept>();
   const locks = new Map<string, Promise<void>>();
+
+  /** The record as read now, with its liveness by this store's clock. */
+  const read = (record: Kept): StoredRecord => {
+    const end = record.status === 'COMPLETED' ? record.expiresAt : record.lockedUntil;
+    return { ...record, liveForMs: end === null ? 0 : end.getTime() - clock() };
+  };
+  const isLive = (record: Kept) => read(record).liveForMs > 0;
+  const after = (ms: number) => new Date(clock() + ms);
 
   /** Waits for the key's previous holder, then holds it until the returned release is called. */
   async function lock(id: string): Promise<() => void> {
@@ -41,18 +52,37 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
    * Runs `step` on the record if it is still `IN_PROGRESS` under `owner`'s token, once no
    * transaction holds the key (one that took it over must have committed, as in the database).
    */
-  async function whileOwned(owner: LeaseOwner, step: (record: StoredRecord) => void): Promise<boolean> {
+  async function whileOwned<T>(owner: LeaseOwner, step: (record: Kept) => T): Promise<T | null> {
     const id = idOf(owner.scope, owner.key);
     const unlock = await lock(id);
     try {
       const record = records.get(id);
-      if (record?.status !== 'IN_PROGRESS' || record.ownerToken !== owner.ownerToken) return false;
-      step(record);
-      return true;
+      if (record?.status !== 'IN_PROGRESS' || record.ownerToken !== owner.ownerToken) return null;
+      return step(record);
     } finally {
       unlock();
     }
   }
+
+  const inProgress = (claim: ClaimRequest): Kept => ({
+    scope: claim.scope,
+    key: claim.key,
+    operation: claim.operation,
+    fingerprint: claim.fingerprint,
+    status: 'IN_PROGRESS',
+    result: null,
+    resultIsError: false,
+    ownerToken: null,
+    lockedUntil: null,
+    createdAt: after(0),
+    completedAt: null,
+    expiresAt: after(claim.ttlMs),
+  });
+  const completed = (record: Kept, result: string, resultIsError: boolean, ttlMs: number) => {
+    const times = { completedAt: after(0), expiresAt: after(ttlMs) };
+    Object.assign(record, { status: 'COMPLETED', result, resultIsError, lockedUntil: null, ...times });
+    return times;
+  };
 
   return {
     serializer: options.serializer,
@@ -60,12 +90,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
 
     async find(scope, key) {
       const record = records.get(idOf(scope, key));
-      return record ? { ...record } : null;
+      return record ? read(record) : null;
     },
 
     async transaction(work) {
       const held: Promise<() => void>[] = [];
-      const staged = new Map<string, StoredRecord>();
+      const staged = new Map<string, Kept>();
       const stagedRecord = (scope: string, key: string) => {
         const record = staged.get(idOf(scope, key));
         if (!record) throw new Error(`No claim of (${scope}, ${key}) in this transaction`);
@@ -80,22 +110,18 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
             held.push(acquiring);
             await acquiring;
             const existing = records.get(id);
-            if (existing) return { claimed: false, existing: { ...existing } };
-            staged.set(id, inProgress(claim));
-            return { claimed: true };
+            if (existing) return { claimed: false, existing: read(existing) };
+            const record = inProgress(claim);
+            staged.set(id, record);
+            return { claimed: true, firstSeenAt: record.createdAt, tookOver: false };
           },
           async takeOver(claim) {
-            staged.set(idOf(claim.scope, claim.key), inProgress(claim));
+            const record = inProgress(claim);
+            staged.set(idOf(claim.scope, claim.key), record);
+            return record.createdAt;
           },
-          async complete(completion) {
-            const record = stagedRecord(completion.scope, completion.key);
-            Object.assign(record, {
-              status: 'COMPLETED',
-              result: completion.result,
-              resultIsError: completion.resultIsError,
-              completedAt: completion.completedAt,
-              expiresAt: completion.expiresAt,
-            });
+          async complete({ scope, key, result, resultIsError, ttlMs }) {
+            return completed(stagedRecord(scope, key), result, resultIsError, ttlMs);
           },
         });
         for (const [id, record] of staged) records.set(id, record);
@@ -114,57 +140,34 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
         const unlock = await lock(id);
         try {
           const existing = records.get(id);
-          if (existing && isLive(existing, claim.now)) return { claimed: false, existing: { ...existing } };
-          records.set(id, {
+          if (existing && isLive(existing)) return { claimed: false, existing: read(existing) };
+          const record = {
             ...inProgress(claim),
             ownerToken: claim.ownerToken,
-            lockedUntil: claim.lockedUntil,
-          });
-          return { claimed: true, tookOver: existing !== undefined };
+            lockedUntil: after(claim.leaseMs),
+          };
+          records.set(id, record);
+          return { claimed: true, firstSeenAt: record.createdAt, tookOver: existing !== undefined };
         } finally {
           unlock();
         }
       },
-      extend: (owner, lockedUntil) =>
-        whileOwned(owner, (record) => {
-          record.lockedUntil = lockedUntil;
-        }),
+      extend: async (owner, leaseMs) =>
+        (await whileOwned(owner, (record) => {
+          record.lockedUntil = after(leaseMs);
+        })) !== null,
       complete: (completion) =>
-        whileOwned(completion, (record) => {
-          Object.assign(record, {
-            status: 'COMPLETED',
-            result: completion.result,
-            resultIsError: completion.resultIsError,
-            lockedUntil: null,
-            completedAt: completion.completedAt,
-            expiresAt: completion.expiresAt,
-          });
-        }),
-      release: (owner) =>
-        whileOwned(owner, () => {
+        whileOwned(completion, (record) =>
+          completed(record, completion.result, completion.resultIsError, completion.ttlMs),
+        ),
+      release: async (owner) =>
+        (await whileOwned(owner, () => {
           records.delete(idOf(owner.scope, owner.key));
-        }),
+        })) !== null,
     },
   };
 }
 
 function idOf(scope: string, key: string): string {
   return `${scope}\u0000${key}`;
-}
-
-function inProgress(claim: NewClaim): StoredRecord {
-  return {
-    scope: claim.scope,
-    key: claim.key,
-    operation: claim.operation,
-    fingerprint: claim.fingerprint,
-    status: 'IN_PROGRESS',
-    result: null,
-    resultIsError: false,
-    ownerToken: null,
-    lockedUntil: null,
-    createdAt: claim.now,
-    completedAt: null,
-    expiresAt: claim.expiresAt,
-  };
 }

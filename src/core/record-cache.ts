@@ -1,41 +1,46 @@
-import type { StoredRecord } from './store.js';
+import type { Store, StoredRecord } from './store.js';
+
+/** Options of `withLocalCache`. */
+export interface LocalCacheOptions {
+  /** How many completed records to keep (least recently used go first). */
+  max: number;
+  /** A monotonic clock in milliseconds. @default performance.now */
+  clock?: () => number;
+}
 
 /**
- * An in-process LRU of completed records, so a replay that lands on the same server costs no
- * database round trip. Safe because a completed record never changes before it expires; the core
- * still checks expiry and the fingerprint of every cached record.
+ * `store`, with completed records kept in this process's memory, so a replay that lands on the
+ * same server costs no round trip. Safe because a completed record never changes before it
+ * expires. The cache never outlives a record by the store's clock: a record read with
+ * `liveForMs` left (measured by the store, a database in SQL) is kept until that long after the
+ * read was *sent*, on this process's monotonic clock, so clock skew between servers and the
+ * database does not matter, and the cached entry ends a little before the record does. The core
+ * still checks the fingerprint of every cached record.
  */
-export class RecordCache {
-  readonly #max: number;
-  readonly #records = new Map<string, StoredRecord>();
-
-  constructor(max: number) {
-    if (!Number.isInteger(max) || max < 1) throw new RangeError('localCache.max must be a positive integer');
-    this.#max = max;
-  }
-
-  get(scope: string, key: string): StoredRecord | undefined {
-    const id = `${scope}\u0000${key}`;
-    const record = this.#records.get(id);
-    if (!record) return undefined;
-    if (record.expiresAt.getTime() <= Date.now()) {
-      this.#records.delete(id);
-      return undefined;
-    }
-    // Re-insert to mark it most recently used.
-    this.#records.delete(id);
-    this.#records.set(id, record);
-    return record;
-  }
-
-  /** Keeps `record` if it is completed; anything else may still change. */
-  remember(record: StoredRecord): void {
-    if (record.status !== 'COMPLETED') return;
-    const id = `${record.scope}\u0000${record.key}`;
-    this.#records.delete(id);
-    this.#records.set(id, record);
-    if (this.#records.size > this.#max) {
-      this.#records.delete(this.#records.keys().next().value as string);
-    }
-  }
+export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions): Store<Tx> {
+  const { max, clock = () => performance.now() } = options;
+  if (!Number.isInteger(max) || max < 1) throw new RangeError('localCache.max must be a positive integer');
+  const records = new Map<string, { record: StoredRecord; until: number }>();
+  const cached: Store<Tx> = Object.create(store);
+  return Object.assign(cached, {
+    async find(scope: string, key: string): Promise<StoredRecord | null> {
+      const id = `${scope}\u0000${key}`;
+      const hit = records.get(id);
+      if (hit) {
+        records.delete(id);
+        const left = hit.until - clock();
+        if (left > 0) {
+          records.set(id, hit); // most recently used
+          return { ...hit.record, liveForMs: left };
+        }
+      }
+      const sent = clock();
+      const record = await store.find(scope, key);
+      if (record?.status === 'COMPLETED' && record.liveForMs > 0) {
+        records.set(id, { record, until: sent + record.liveForMs });
+        if (records.size > max) records.delete(records.keys().next().value as string);
+      }
+      return record;
+    },
+  });
 }

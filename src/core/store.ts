@@ -19,60 +19,38 @@ export interface StoredRecord {
   createdAt: Date;
   completedAt: Date | null;
   expiresAt: Date;
+  /**
+   * How much longer the record answers for its key, in ms, by the store's own clock at the moment
+   * it was read: a completed record until it expires, an `IN_PROGRESS` one while its lease runs.
+   * Zero or less: the record is no longer live, and a claim may take it over (or the sweeper
+   * delete it). Stores compute it against their clock (a database's, in SQL), never the caller's.
+   */
+  liveForMs: number;
 }
 
-/** What a request asks to claim. */
-export interface NewClaim {
+/** What a request claims. Times are durations: the store adds them to its own clock. */
+export interface ClaimRequest {
   scope: string;
   key: string;
   operation: string;
   fingerprint: string;
-  now: Date;
-  expiresAt: Date;
+  /** How long the record stays, from the claim (and again from the completion). */
+  ttlMs: number;
 }
 
-/** The result of a claim: ours, or the record that was there first (committed, and locked for us). */
-export type ClaimOutcome = { claimed: true } | { claimed: false; existing: StoredRecord };
-
-/** How a claimed record is finished. */
-export interface Completion {
-  scope: string;
-  key: string;
-  result: string;
-  resultIsError: boolean;
-  completedAt: Date;
-  expiresAt: Date;
-}
-
-/** The steps of transactional mode, all inside one database transaction. */
-export interface TransactionSession<Tx> {
-  /** The transaction client handed to the resolver, so its writes commit with the record. */
-  readonly tx: Tx;
-  /**
-   * Inserts an `IN_PROGRESS` record atomically (no read-then-insert window). When the key exists,
-   * waits for whichever transaction holds it and returns the committed record, locked until this
-   * transaction ends.
-   */
-  claim(claim: NewClaim): Promise<ClaimOutcome>;
-  /** Replaces an expired (or abandoned) record that `claim` returned and locked. */
-  takeOver(claim: NewClaim): Promise<void>;
-  /** Stores the result of the claimed record. */
-  complete(completion: Completion): Promise<void>;
-}
-
-/** What a lease-mode request claims: a claim plus the token that fences it and the lease's end. */
-export interface LeaseClaim extends NewClaim {
+/** A lease-mode claim: a claim plus the token that fences it and the lease's length. */
+export interface LeaseRequest extends ClaimRequest {
   /** A random token only the claiming request knows; every later step must present it. */
   ownerToken: string;
-  lockedUntil: Date;
+  leaseMs: number;
 }
 
 /**
- * The result of a lease claim: ours (`tookOver` when it replaced an expired record or a lease that
- * ran out), or the live record that is there.
+ * The result of a claim: ours, from `firstSeenAt` by the store's clock (`tookOver` when it
+ * replaced a record that was no longer live), or the record that was there.
  */
-export type LeaseClaimOutcome =
-  | { claimed: true; tookOver: boolean }
+export type ClaimOutcome =
+  | { claimed: true; firstSeenAt: Date; tookOver: boolean }
   | { claimed: false; existing: StoredRecord };
 
 /** Who holds a lease. */
@@ -82,35 +60,56 @@ export interface LeaseOwner {
   ownerToken: string;
 }
 
+/** How a claimed record is finished; it then stays `ttlMs` from now, by the store's clock. */
+export interface Completion {
+  scope: string;
+  key: string;
+  result: string;
+  resultIsError: boolean;
+  ttlMs: number;
+}
+
+/** When a completion was stored and until when it is replayed, by the store's clock. */
+export interface Completed {
+  completedAt: Date;
+  expiresAt: Date;
+}
+
 /**
- * The steps of lease mode. Each one is a short statement that commits on its own, and every step
- * after the claim applies only while the record is still `IN_PROGRESS` under the caller's owner
- * token (fencing): a request never changes or deletes a claim it does not own.
+ * The contract's base: steps that each commit on their own. Every step after the claim applies
+ * only while the record is still `IN_PROGRESS` under the caller's owner token (fencing): a request
+ * never changes or deletes a claim it does not own.
  */
 export interface LeaseOperations<Tx> {
   /** What the resolver receives as `tx` in lease mode: a client outside any transaction. */
   readonly client: Tx;
   /**
-   * Inserts an `IN_PROGRESS` record if the key is free, or atomically takes over a record that is
-   * not live (`isLive`); otherwise returns the live record.
+   * Inserts an `IN_PROGRESS` record locked for `leaseMs` if the key is free, or atomically takes
+   * over a record that is no longer live; otherwise returns the live record.
    */
-  claim(claim: LeaseClaim): Promise<LeaseClaimOutcome>;
-  /** Moves the lease's end; `false` when the lease is no longer the caller's. */
-  extend(owner: LeaseOwner, lockedUntil: Date): Promise<boolean>;
-  /** Stores the result; `false` (nothing written) when the lease is no longer the caller's. */
-  complete(completion: Completion & LeaseOwner): Promise<boolean>;
+  claim(request: LeaseRequest): Promise<ClaimOutcome>;
+  /** Moves the lease's end to `leaseMs` from now; `false` when the lease is no longer the caller's. */
+  extend(owner: LeaseOwner, leaseMs: number): Promise<boolean>;
+  /** Stores the result; `null` (nothing written) when the lease is no longer the caller's. */
+  complete(completion: Completion & LeaseOwner): Promise<Completed | null>;
   /** Deletes the claim so the key can be retried; `false` when it is no longer the caller's. */
   release(owner: LeaseOwner): Promise<boolean>;
 }
 
-/**
- * Whether a record still answers for its key: a completed record until it expires, an
- * `IN_PROGRESS` one while its lease runs. Anything else may be taken over or swept. Every store's
- * conditions (claims, takeovers, the sweeper) agree with this.
- */
-export function isLive(record: StoredRecord, now: Date): boolean {
-  if (record.status === 'IN_PROGRESS') return record.lockedUntil !== null && record.lockedUntil > now;
-  return record.expiresAt > now;
+/** Transactional mode's steps, all inside one transaction of the store. */
+export interface TransactionSession<Tx> {
+  /** The transaction client handed to the resolver, so its writes commit with the record. */
+  readonly tx: Tx;
+  /**
+   * Inserts an `IN_PROGRESS` record atomically (no read-then-insert window). When the key exists,
+   * waits for whichever transaction holds it and returns the committed record, locked until this
+   * transaction ends; the caller decides (`decide`) whether to replay it or take it over.
+   */
+  claim(request: ClaimRequest): Promise<ClaimOutcome>;
+  /** Replaces a record that `claim` returned and locked (no longer live); returns `firstSeenAt`. */
+  takeOver(request: ClaimRequest): Promise<Date>;
+  /** Stores the result of the claimed record. */
+  complete(completion: Completion): Promise<Completed>;
 }
 
 /**
@@ -126,32 +125,26 @@ export interface ModeDefaults {
   heartbeatMs?: number;
 }
 
-/** Options of one transaction, passed through to the store. */
-export interface TransactionRequest {
-  /** Aborts waiting for a connection or a lock. */
-  signal?: AbortSignal;
-}
-
 /**
- * Where records live. `prismaStore` is the real one; `memoryStore` serves unit tests and
- * single-process development. A store decides nothing: `runIdempotent` does.
+ * Where records live. A store only does I/O: `runIdempotent` decides. Any store implements the
+ * lease steps and `find`; a store that can run the resolver's own writes in one transaction with
+ * the record (a database) adds `transaction`, which transactional mode needs. `memoryStore` and
+ * `prismaStore` implement both, and `test/store-conformance` specifies the behaviour every store
+ * must show.
  */
 export interface Store<Tx = unknown> {
   /** The serializer this store's results need (the Prisma store knows Prisma's Decimal). */
   readonly serializer?: Serializer;
-  /** Reads a record without locking it: the replay fast path, outside any transaction. */
+  /** Reads a record without locking it, with its liveness by the store's clock. */
   find(scope: string, key: string): Promise<StoredRecord | null>;
+  /** The lease-mode steps: the base every store implements. */
+  readonly lease: LeaseOperations<Tx>;
   /**
-   * Runs `work` in one transaction: commits when it resolves, rolls everything back when it
-   * throws. Retries serialization failures a bounded number of times; an unreachable database
-   * surfaces as `IDEMPOTENCY_STORE_UNAVAILABLE`.
+   * Transactional mode (a capability): runs `work` in one transaction, committing when it resolves
+   * and rolling everything back when it throws. Retries write conflicts a bounded number of times;
+   * an unreachable database surfaces as `IDEMPOTENCY_STORE_UNAVAILABLE`.
    */
-  transaction<T>(
-    work: (session: TransactionSession<Tx>) => Promise<T>,
-    request?: TransactionRequest,
-  ): Promise<T>;
-  /** Lease mode's steps; a store without them supports transactional mode only. */
-  readonly lease?: LeaseOperations<Tx>;
+  transaction?<T>(work: (session: TransactionSession<Tx>) => Promise<T>): Promise<T>;
   /** The mode (and lease) calls use unless they name their own. */
   readonly defaults?: ModeDefaults;
   /**

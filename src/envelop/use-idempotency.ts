@@ -24,6 +24,7 @@ import {
   type IdempotentResult,
   type RunIdempotentOptions,
   runIdempotent,
+  runUnrecorded,
 } from '../core/run-idempotent.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
@@ -162,13 +163,6 @@ export function useIdempotency<Context = any, Tx = unknown>({
   ): GraphQLFieldResolver<unknown, unknown> {
     const keyRequired = field.required ?? required;
     const mode = field.mode ?? core.mode;
-    const { store } = core;
-
-    /** A keyless call of an optional key: no record, but `context.tx` is what the resolver expects. */
-    const runUnrecorded = (work: (tx: Tx) => unknown) => {
-      if ((mode ?? store.defaults?.mode) === 'lease' && store.lease) return work(store.lease.client);
-      return store.transaction(async (session) => work(session.tx));
-    };
 
     const wrapped: GraphQLFieldResolver<unknown, unknown> = async (source, args, context, info) => {
       // The mutation type can be reachable below the root too; only root fields are idempotent.
@@ -191,7 +185,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
                 (header ? ` or the ${header} header` : ''),
             );
           }
-          return await runUnrecorded((tx) =>
+          return await runUnrecorded(core.store, mode, (tx) =>
             resolve(source, args, withTransaction(context, txName, tx), info),
           );
         }

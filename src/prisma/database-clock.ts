@@ -46,7 +46,7 @@ const postgres: DatabaseClock = {
   nowPlusMs: `(${POSTGRES_NOW} + CAST(? AS bigint) * interval '1 millisecond')`,
   passed: (column) => `${column} <= ${POSTGRES_NOW}`,
   ahead: (column) => `${column} > ${POSTGRES_NOW}`,
-  msUntil: (column) => `(EXTRACT(EPOCH FROM (${column} - ${POSTGRES_NOW})) * 1000)`,
+  msUntil: (column) => `CAST(EXTRACT(EPOCH FROM (${column} - ${POSTGRES_NOW})) * 1000 AS double precision)`,
 };
 
 // DATETIME(3) holds UTC (Prisma writes UTC); UTC_TIMESTAMP does not depend on the session's zone.

@@ -18,6 +18,9 @@ export function toRecord(row: Record<string, unknown>): StoredRecord {
     createdAt: toDate(row.created_at) ?? new Date(0),
     completedAt: toDate(row.completed_at),
     expiresAt: toDate(row.expires_at) ?? new Date(0),
+    // NULL (an IN_PROGRESS record without a lease): not live. Drivers return numbers, strings or
+    // decimals here.
+    liveForMs: row.live_for_ms === null || row.live_for_ms === undefined ? 0 : Number(row.live_for_ms),
   };
 }
 

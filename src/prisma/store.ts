@@ -1,8 +1,14 @@
 import { Decimal } from '@prisma/client/runtime/client';
 import { IdempotencyKeyInvalidError } from '../core/errors.js';
-import { RecordCache } from '../core/record-cache.js';
+import { withLocalCache } from '../core/record-cache.js';
 import { type Serializer, superjsonSerializer } from '../core/serializer.js';
-import type { LeaseOperations, ModeDefaults, Store, TransactionSession } from '../core/store.js';
+import type {
+  ClaimOutcome,
+  LeaseOperations,
+  ModeDefaults,
+  Store,
+  TransactionSession,
+} from '../core/store.js';
 import {
   type PrismaClientLike,
   type PrismaQueryable,
@@ -18,8 +24,9 @@ import {
   standalone,
   unavailableOnConnectionError,
 } from './database-errors.js';
-import { dialectFor } from './dialect.js';
-import { toRecord } from './row.js';
+import { recordStatements } from './record-sql.js';
+import { toDate, toRecord } from './row.js';
+import { type Sql, textFor } from './sql.js';
 
 /** `VARCHAR(255)` in the MySQL migration (an index limit). */
 const MYSQL_KEY_COLUMN = 255;
@@ -43,7 +50,11 @@ export interface PrismaStoreOptions extends ModeDefaults {
    * @default 3
    */
   maxRetries?: number;
-  /** Keep completed records in process memory so a local replay needs no query. @default off */
+  /**
+   * Keep completed records in process memory so a local replay needs no query (see
+   * `withLocalCache`: entries end by the database's clock, never later than their record).
+   * @default off
+   */
   localCache?: { max: number };
   /** @default superjson, with Prisma's `Decimal` */
   serializer?: Serializer;
@@ -62,39 +73,54 @@ export function prismaStore<Client extends PrismaClientLike>(
   prisma: Client,
   options: PrismaStoreOptions = {},
 ): PrismaStore<TransactionClientOf<Client>> {
+  type Tx = TransactionClientOf<Client>;
   const provider = options.provider ?? providerOf(prisma);
-  const sql = dialectFor(provider);
+  const statements = recordStatements(provider);
   const transactionOptions = { maxWait: 5_000, timeout: 15_000, ...options.transaction };
   const maxRetries = options.maxRetries ?? 3;
-  const cache = options.localCache ? new RecordCache(options.localCache.max) : undefined;
   const serializer = options.serializer ?? superjsonSerializer({ Decimal });
-  const bool = (value: boolean) =>
-    provider === 'postgresql' || provider === 'cockroachdb' ? value : value ? 1 : 0;
 
-  const read = async (client: PrismaQueryable, query: string, scope: string, key: string) => {
-    const rows = await client.$queryRawUnsafe<Record<string, unknown>[]>(query, scope, key);
-    return rows[0] ? toRecord(rows[0]) : null;
+  const rows = (client: PrismaQueryable, { text, values }: Sql) =>
+    client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values);
+  const changes = (client: PrismaQueryable, { text, values }: Sql) =>
+    client.$executeRawUnsafe(textFor(provider, text), ...values);
+  const recordOf = async (client: PrismaQueryable, query: Sql) => {
+    const [row] = await rows(client, query);
+    return row ? toRecord(row) : null;
+  };
+  /**
+   * The row an insert or update returned (`RETURNING`), or `undefined` when it changed none;
+   * where an update cannot return (MySQL/MariaDB), it reads the row with `then` afterwards.
+   */
+  const written = async (client: PrismaQueryable, query: Sql, then: Sql) => {
+    if (statements.returningUpdates || query.text.startsWith('INSERT')) return (await rows(client, query))[0];
+    if ((await changes(client, query)) === 0) return undefined;
+    return (await rows(client, then))[0];
+  };
+  const createdAt = async (client: PrismaQueryable, query: Sql, scope: string, key: string) => {
+    const row = await written(client, query, statements.createdAt(scope, key));
+    return row ? toDate(row.created_at) : null;
+  };
+  const completedTimes = async (client: PrismaQueryable, query: Sql, scope: string, key: string) => {
+    const row = await written(client, query, statements.completedTimes(scope, key));
+    return row ? { completedAt: toDate(row.completed_at)!, expiresAt: toDate(row.expires_at)! } : null;
   };
 
-  return {
+  const store: PrismaStore<Tx> = {
     serializer,
     backend: prisma,
     defaults: { mode: options.mode, leaseMs: options.leaseMs, heartbeatMs: options.heartbeatMs },
 
     async find(scope, key) {
       storable(scope, key);
-      const cached = cache?.get(scope, key);
-      if (cached) return cached;
-      const record = await unavailableOnConnectionError(() => read(prisma, sql.find, scope, key));
-      if (record) cache?.remember(record);
-      return record;
+      return unavailableOnConnectionError(() => recordOf(prisma, statements.find(scope, key)));
     },
 
     async transaction(work) {
       for (let attempt = 0; ; attempt++) {
         let thrown: { error: unknown } | undefined;
         try {
-          return await prisma.$transaction(async (tx: TransactionClientOf<Client> & PrismaQueryable) => {
+          return await prisma.$transaction(async (tx: Tx & PrismaQueryable) => {
             try {
               return await work(sessionOf(tx));
             } catch (error) {
@@ -114,6 +140,7 @@ export function prismaStore<Client extends PrismaClientLike>(
 
     lease: leaseOperations(),
   };
+  return options.localCache ? withLocalCache(store, options.localCache) : store;
 
   /**
    * Refuses, before anything runs, a scope or key that MySQL's columns cannot keep apart from
@@ -139,100 +166,71 @@ export function prismaStore<Client extends PrismaClientLike>(
     return standalone(prisma, provider, step, transactionOptions);
   }
 
-  function leaseOperations(): LeaseOperations<TransactionClientOf<Client>> {
-    const changed = (query: string, ...values: unknown[]) =>
-      committed((client) => client.$executeRawUnsafe(query, ...values)).then((rows) => rows > 0);
+  function leaseOperations(): LeaseOperations<Tx> {
+    const changed = (query: Sql) => committed((client) => changes(client, query)).then((count) => count > 0);
     return {
       // Not a transaction client: in lease mode the resolver's writes commit on their own.
-      client: prisma as unknown as TransactionClientOf<Client>,
-      async claim(claim) {
-        const { scope, key, operation, fingerprint, ownerToken, lockedUntil, now, expiresAt } = claim;
+      client: prisma as unknown as Tx,
+      async claim(claim): Promise<ClaimOutcome> {
+        const { scope, key } = claim;
         storable(scope, key);
         // Each statement is atomic on its own; a record deleted between them (released, swept)
         // sends us round again, a few times at most.
         for (let attempt = 0; attempt < 5; attempt++) {
-          const args = [operation, fingerprint, ownerToken, lockedUntil, now, expiresAt];
-          if (await changed(sql.leaseClaim, scope, key, ...args)) return { claimed: true, tookOver: false };
-          if (await changed(sql.leaseTakeOver, ...args, scope, key, now, now)) {
-            return { claimed: true, tookOver: true };
-          }
-          const existing = await committed((client) => read(client, sql.find, scope, key));
+          const inserted = await committed((client) =>
+            createdAt(client, statements.leaseClaim(claim), scope, key),
+          );
+          if (inserted) return { claimed: true, firstSeenAt: inserted, tookOver: false };
+          const tookOver = await committed((client) =>
+            createdAt(client, statements.leaseTakeOver(claim), scope, key),
+          );
+          if (tookOver) return { claimed: true, firstSeenAt: tookOver, tookOver: true };
+          const existing = await committed((client) => recordOf(client, statements.find(scope, key)));
           if (existing) return { claimed: false, existing };
         }
         throw new Error(`Could not claim the idempotency key (${scope}, ${key}): it keeps disappearing`);
       },
-      extend: (owner, lockedUntil) =>
-        changed(sql.leaseExtend, lockedUntil, owner.scope, owner.key, owner.ownerToken),
-      complete: (c) =>
-        changed(
-          sql.leaseComplete,
-          c.result,
-          bool(c.resultIsError),
-          c.completedAt,
-          c.expiresAt,
-          c.scope,
-          c.key,
-          c.ownerToken,
+      extend: (owner, leaseMs) => changed(statements.leaseExtend(owner, leaseMs)),
+      complete: (completion) =>
+        committed((client) =>
+          completedTimes(client, statements.leaseComplete(completion), completion.scope, completion.key),
         ),
-      release: (owner) => changed(sql.leaseRelease, owner.scope, owner.key, owner.ownerToken),
+      release: (owner) => changed(statements.leaseRelease(owner)),
     };
   }
 
-  function sessionOf(
-    tx: TransactionClientOf<Client> & PrismaQueryable,
-  ): TransactionSession<TransactionClientOf<Client>> {
+  function sessionOf(tx: Tx & PrismaQueryable): TransactionSession<Tx> {
     return {
       tx,
       async claim(claim) {
-        storable(claim.scope, claim.key);
+        const { scope, key } = claim;
+        storable(scope, key);
         for (let attempt = 0; attempt < 3; attempt++) {
-          const inserted = await tx.$executeRawUnsafe(
-            sql.claim,
-            claim.scope,
-            claim.key,
-            claim.operation,
-            claim.fingerprint,
-            claim.now,
-            claim.expiresAt,
-          );
-          if (inserted > 0) return { claimed: true };
-          const existing = await read(tx, sql.findLocked, claim.scope, claim.key);
+          const firstSeenAt = await createdAt(tx, statements.claim(claim), scope, key);
+          if (firstSeenAt) return { claimed: true, firstSeenAt, tookOver: false };
+          const existing = await recordOf(tx, statements.findLocked(scope, key));
           if (existing) return { claimed: false, existing };
           // Gone between the two statements (swept, or its lease released): claim again.
         }
         // A conflict on a row that cannot be read back: the column is narrower than the value
-        // (MySQL's INSERT IGNORE truncates with a warning instead of failing).
+        // (MySQL's INSERT IGNORE truncates with a warning instead of failing), or it compares
+        // case- or accent-insensitively and holds another caller's key.
         throw new Error(
-          `Cannot claim (${claim.scope}, ${claim.key}): a row conflicts but cannot be read back; are the idempotency_records columns narrower than the scope, key or operation?`,
+          `Cannot claim (${scope}, ${key}): a row conflicts but cannot be read back; are the idempotency_records columns narrower than the scope, key or operation, or not of a binary collation?`,
         );
       },
       async takeOver(claim) {
-        await tx.$executeRawUnsafe(
-          sql.takeOver,
-          claim.operation,
-          claim.fingerprint,
-          claim.now,
-          claim.expiresAt,
-          claim.scope,
-          claim.key,
-        );
+        const firstSeenAt = await createdAt(tx, statements.takeOver(claim), claim.scope, claim.key);
+        if (!firstSeenAt)
+          throw new Error(`The record of (${claim.scope}, ${claim.key}) to take over is gone`);
+        return firstSeenAt;
       },
       async complete(completion) {
-        const updated = await tx.$executeRawUnsafe(
-          sql.complete,
-          completion.result,
-          bool(completion.resultIsError),
-          completion.completedAt,
-          completion.expiresAt,
-          completion.scope,
-          completion.key,
-        );
+        const { scope, key } = completion;
+        const completed = await completedTimes(tx, statements.complete(completion), scope, key);
         // Throwing rolls the resolver's writes back with the claim: never an effect without its record.
-        if (updated !== 1) {
-          throw new Error(
-            `The claim of (${completion.scope}, ${completion.key}) was not found to store its result`,
-          );
-        }
+        if (!completed) throw new Error(`The claim of (${scope}, ${key}) was not found to store its result`);
+        return completed;
       },
     };
   }

@@ -6,7 +6,7 @@ import {
   isIdempotencyError,
 } from '../core/errors.js';
 import { parseKeyHeader, resolveKey } from '../core/key.js';
-import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
+import { type RunIdempotentOptions, runIdempotent, runUnrecorded } from '../core/run-idempotent.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
 import {
   callsInRequest,
@@ -196,14 +196,9 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
             `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
           );
         }
-        // Unrecorded, but `ctx.tx` is still what the resolver expects: the plain client in lease
-        // mode, else a transaction.
-        const { store } = core;
-        if ((policy?.mode ?? core.mode ?? store.defaults?.mode) === 'lease' && store.lease) {
-          return await opts.next({ ctx: contextOf(store.lease.client, null) });
-        }
-        return await store.transaction(async (session) => {
-          const result = await opts.next({ ctx: contextOf(session.tx, null) });
+        // Unrecorded, but `ctx.tx` is still what the resolver expects.
+        return await runUnrecorded(core.store, policy?.mode ?? core.mode, async (tx) => {
+          const result = await opts.next({ ctx: contextOf(tx, null) });
           if (!result.ok) throw result.error;
           return result;
         });

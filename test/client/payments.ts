@@ -5,7 +5,7 @@ import type { connect } from '../helpers/databases.js';
 
 type Prisma = Awaited<ReturnType<typeof connect>>;
 type PaymentsStore = ReturnType<typeof prismaStore<Prisma>>;
-type Tx = Parameters<Parameters<PaymentsStore['transaction']>[0]>[0]['tx'];
+type Tx = PaymentsStore['lease']['client'];
 
 /** What `createPayment` answers. */
 export interface PaymentResult {
@@ -51,7 +51,8 @@ export function paymentsBackend(prisma: Prisma) {
     store: {
       serializer: live.serializer,
       find: async (scope, key) => (await current()).find(scope, key),
-      transaction: async (work, request) => (await current()).transaction(work, request),
+      lease: live.lease,
+      transaction: async (work) => (await current()).transaction!(work),
     } satisfies PaymentsStore as PaymentsStore,
 
     /** Resolves once `count` resolver runs have written their payment. */

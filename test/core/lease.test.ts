@@ -9,6 +9,7 @@ import {
   runIdempotent,
   type Store,
 } from '../../src/index.js';
+import { type MovableClock, movableClock } from '../helpers/clock.js';
 import { gate } from '../helpers/gate.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -17,8 +18,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function leased(overrides: { leaseMs?: number; heartbeatMs?: number } = {}) {
   const events: IdempotencyEvent[] = [];
+  const clock = movableClock();
   const options = {
-    store: memoryStore(),
+    store: memoryStore({ clock: clock.now }),
     scope: 'user-1',
     key: 'k-1',
     operation: 'emails.send',
@@ -29,21 +31,20 @@ function leased(overrides: { leaseMs?: number; heartbeatMs?: number } = {}) {
     ...overrides,
   };
   const types = () => events.map((e) => e.type);
-  return { options, events, types };
+  return { options, events, types, clock };
 }
 
-/** Takes the key over as a request from the future would, once the lease has run out. */
-async function takeOverLater(store: Store, ownerToken: string, afterMs: number) {
-  const now = new Date(Date.now() + afterMs);
-  return store.lease!.claim({
+/** Moves the store's clock past the lease and takes the key over with another owner token. */
+async function takeOverLater(store: Store, clock: MovableClock, ownerToken: string, afterMs: number) {
+  clock.advance(afterMs);
+  return store.lease.claim({
     scope: 'user-1',
     key: 'k-1',
     operation: 'emails.send',
     fingerprint: (await store.find('user-1', 'k-1'))!.fingerprint,
-    now,
-    expiresAt: new Date(now.getTime() + 60_000),
+    ttlMs: 60_000,
     ownerToken,
-    lockedUntil: new Date(now.getTime() + 60_000),
+    leaseMs: 60_000,
   });
 }
 
@@ -120,10 +121,11 @@ describe('runIdempotent in lease mode (memory store)', () => {
   });
 
   it('lets a request take over a lease that ran out, and fences the old owner’s late completion', async () => {
-    const { options, types, events } = leased({ leaseMs: 60 });
+    const { options, types, events, clock } = leased({ leaseMs: 60 });
     const held = gate();
     const old = runIdempotent(options, () => held.opened.then(() => 'old owner'));
-    await sleep(120);
+    await sleep(10);
+    clock.advance(120); // the store's clock: the lease has run out
     const takeover = await runIdempotent(options, async () => 'new owner');
     held.open();
     const error = await old.catch((e: unknown) => e);
@@ -139,14 +141,14 @@ describe('runIdempotent in lease mode (memory store)', () => {
   });
 
   it('never lets an old owner’s release delete the claim of the request that took over', async () => {
-    const { options, types } = leased();
+    const { options, types, clock } = leased();
     const held = gate();
     const old = runIdempotent(options, async () => {
       await held.opened;
       throw new Error('gateway timeout');
     });
     await sleep(10);
-    expect(await takeOverLater(options.store, 'b'.repeat(64), 10_000)).toEqual({
+    expect(await takeOverLater(options.store, clock, 'b'.repeat(64), 10_000)).toMatchObject({
       claimed: true,
       tookOver: true,
     });
@@ -186,13 +188,17 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(resolver).toHaveBeenCalledTimes(1);
   });
 
-  it('releases the claim when the result is over maxResultBytes', async () => {
+  it('keeps a result over maxResultBytes as its error, so the effects never run again', async () => {
     const { options, types } = leased();
-    await expect(
-      runIdempotent({ ...options, maxResultBytes: 10 }, async () => 'x'.repeat(100)),
-    ).rejects.toBeInstanceOf(IdempotencyResultTooLargeError);
-    expect(await options.store.find('user-1', 'k-1')).toBeNull();
-    expect(types()).toEqual(['claimed', 'released']);
+    const resolver = vi.fn(async () => 'x'.repeat(1_000));
+    await expect(runIdempotent({ ...options, maxResultBytes: 500 }, resolver)).rejects.toBeInstanceOf(
+      IdempotencyResultTooLargeError,
+    );
+    await expect(runIdempotent({ ...options, maxResultBytes: 500 }, resolver)).rejects.toMatchObject({
+      name: 'IdempotencyResultTooLargeError',
+    });
+    expect(resolver).toHaveBeenCalledTimes(1);
+    expect(types()).toEqual(['claimed', 'completed', 'replayed']);
   });
 
   it('keeps a long resolver’s lease alive with a heartbeat', async () => {
@@ -210,11 +216,11 @@ describe('runIdempotent in lease mode (memory store)', () => {
   });
 
   it('reports a lease the heartbeat finds taken over once, and fences the completion', async () => {
-    const { options, types } = leased({ leaseMs: 1_000, heartbeatMs: 20 });
+    const { options, types, clock } = leased({ leaseMs: 1_000, heartbeatMs: 20 });
     const held = gate();
     const old = runIdempotent(options, () => held.opened.then(() => 'old'));
     await sleep(10);
-    await takeOverLater(options.store, 'c'.repeat(64), 10_000);
+    await takeOverLater(options.store, clock, 'c'.repeat(64), 10_000);
     await sleep(60);
     held.open();
     await expect(old).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
@@ -279,6 +285,7 @@ describe('runIdempotent in lease mode (memory store)', () => {
       createdAt: new Date(0),
       completedAt: new Date(0),
       expiresAt: new Date(0),
+      liveForMs: -1,
     };
     // A store whose every claim loses the race to a record that has expired by the time it is read.
     const racing: Store = {
@@ -292,12 +299,12 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(types()).toEqual(['in_progress']);
   });
 
-  it('rejects a store without lease support and a heartbeat no shorter than the lease', async () => {
+  it('rejects transactional mode on a store without transactions, and a heartbeat no shorter than the lease', async () => {
     const { options } = leased();
-    const { lease: _none, ...transactionalOnly } = memoryStore();
-    await expect(runIdempotent({ ...options, store: transactionalOnly }, async () => 1)).rejects.toThrow(
-      /does not support mode: 'lease'/,
-    );
+    const { transaction: _none, ...leaseOnly } = memoryStore();
+    await expect(
+      runIdempotent({ ...options, mode: 'transactional', store: leaseOnly }, async () => 1),
+    ).rejects.toThrow(/no transactions/);
     await expect(
       runIdempotent({ ...options, leaseMs: 100, heartbeatMs: 100 }, async () => 1),
     ).rejects.toThrow(RangeError);

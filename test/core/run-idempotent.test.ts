@@ -140,9 +140,12 @@ describe('runIdempotent (memory store)', () => {
       },
     };
     const options = { ...base(), serializer };
-    await expect(runIdempotent(options, async () => ({ ok: true }))).rejects.toThrow(
-      /could not be replayed: unknown typed array/,
-    );
+    const error = await runIdempotent(options, async () => ({ ok: true })).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'IDEMPOTENCY_RESULT_UNSTORABLE',
+      status: 500,
+      message: expect.stringMatching(/could not be replayed: unknown typed array/),
+    });
     expect(await options.store.find('user-1', 'k-1')).toBeNull();
   });
 

@@ -136,7 +136,11 @@ describe('useIdempotency errors', () => {
     const down = async (): Promise<never> => {
       throw new IdempotencyStoreUnavailableError();
     };
-    const store: Store = { find: down, transaction: down };
+    const store: Store = {
+      find: down,
+      transaction: down,
+      lease: { client: undefined, claim: down, extend: down, complete: down, release: down },
+    };
     const { schema, calls } = paymentsSchema();
     const { send } = yogaFor(schema, { store });
     const fieldLevel = await send('mutation { pay(amount: 1, idempotencyKey: "k") }');
@@ -242,9 +246,9 @@ describe('useIdempotency modes', () => {
         reads++;
         return leasing.find(scope, key);
       },
-      transaction: (work, request) => {
+      transaction: (work) => {
         transactions++;
-        return leasing.transaction(work, request);
+        return leasing.transaction!(work);
       },
     };
     const { schema, calls, hold } = paymentsSchema();

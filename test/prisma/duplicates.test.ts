@@ -19,9 +19,9 @@ describeEachDatabase('concurrent duplicates', (db) => {
     let transactions = 0;
     const store: Store<Tx> = {
       ...inner,
-      transaction(work, request) {
+      transaction(work) {
         transactions++;
-        return inner.transaction(work, request);
+        return inner.transaction!(work);
       },
     };
     return { store, transactions: () => transactions };
@@ -136,21 +136,19 @@ describeEachDatabase('concurrent duplicates', (db) => {
       let failAfterStoring = true;
       const store: Store<Tx> = {
         ...inner,
-        transaction: (work, request) =>
-          inner.transaction(
-            (session) =>
-              work({
-                ...session,
-                async complete(completion) {
-                  await session.complete(completion);
-                  if (!failAfterStoring) return;
-                  failAfterStoring = false;
-                  stored();
-                  await gate;
-                  throw new Error('the commit failed');
-                },
-              }),
-            request,
+        transaction: (work) =>
+          inner.transaction!((session) =>
+            work({
+              ...session,
+              async complete(completion) {
+                const completed = await session.complete(completion);
+                if (!failAfterStoring) return completed;
+                failAfterStoring = false;
+                stored();
+                await gate;
+                throw new Error('the commit failed');
+              },
+            }),
           ),
       };
       const { run, calls } = payment(scope);

@@ -168,41 +168,4 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
     held.open();
     await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
   });
-
-  it('changes the record only for the owner token that holds it', async () => {
-    const scope = uniqueScope();
-    const lease = store.lease!;
-    const now = new Date();
-    const claim = {
-      scope,
-      key: 'k',
-      operation: 'op',
-      fingerprint: 'f'.repeat(64),
-      now,
-      expiresAt: new Date(now.getTime() + 60_000),
-      ownerToken: 'a'.repeat(64),
-      lockedUntil: new Date(now.getTime() + 60_000),
-    };
-    expect(await lease.claim(claim)).toEqual({ claimed: true, tookOver: false });
-    expect(await lease.claim({ ...claim, ownerToken: 'b'.repeat(64) })).toMatchObject({
-      claimed: false,
-      existing: { ownerToken: 'a'.repeat(64) },
-    });
-    const stranger = { scope, key: 'k', ownerToken: 'b'.repeat(64) };
-    const owner = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
-    const later = new Date(now.getTime() + 90_000);
-    expect(await lease.extend(stranger, later)).toBe(false);
-    expect(await lease.release(stranger)).toBe(false);
-    const completion = { result: '1', resultIsError: false, completedAt: now, expiresAt: later };
-    expect(await lease.complete({ ...stranger, ...completion })).toBe(false);
-    expect(await store.find(scope, 'k')).toMatchObject({
-      status: 'IN_PROGRESS',
-      lockedUntil: claim.lockedUntil,
-    });
-    expect(await lease.extend(owner, later)).toBe(true);
-    expect((await store.find(scope, 'k'))!.lockedUntil).toEqual(later);
-    expect(await lease.complete({ ...owner, ...completion })).toBe(true);
-    expect(await lease.release(owner)).toBe(false); // completed: nothing left to release
-    expect(await store.find(scope, 'k')).toMatchObject({ status: 'COMPLETED', result: '1' });
-  });
 });

@@ -33,7 +33,8 @@ const payment = z.object({ amount: z.string(), currency: z.string().default('EUR
 function storeWithTx<Tx>(tx: Tx, base: Store<undefined> = memoryStore()): Store<Tx> {
   return {
     find: (scope, key) => base.find(scope, key),
-    transaction: (work, request) => base.transaction((session) => work({ ...session, tx }), request),
+    lease: { ...base.lease, client: tx },
+    transaction: (work) => base.transaction!((session) => work({ ...session, tx })),
   };
 }
 
@@ -430,6 +431,13 @@ describe('idempotency() through createCaller', () => {
     const store: Store<undefined> = {
       find: unavailable,
       transaction: unavailable,
+      lease: {
+        client: undefined,
+        claim: unavailable,
+        extend: unavailable,
+        complete: unavailable,
+        release: unavailable,
+      },
     };
     let runs = 0;
     const router = t.router({

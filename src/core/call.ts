@@ -1,0 +1,163 @@
+import type { RecordRequest } from './decide.js';
+import {
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyMismatchError,
+  IdempotencyResultTooLargeError,
+  IdempotencyResultUnstorableError,
+} from './errors.js';
+import type { IdempotencyEventType } from './events.js';
+import type { Serializer } from './serializer.js';
+import type { Completed, Store, StoredRecord } from './store.js';
+
+/** Turns a resolver's error into something storable, and a stored one back into an error. */
+export interface ErrorCodec {
+  encode(error: unknown): unknown;
+  decode(stored: unknown): Error;
+}
+
+/** What the resolver is told about the claim it runs under. */
+export interface ClaimInfo {
+  scope: string;
+  key: string;
+  operation: string;
+  fingerprint: string;
+  /** When the key was claimed, by the store's clock. */
+  firstSeenAt: Date;
+}
+
+/** The stored record's public facts (times by the store's clock), returned with every result. */
+export interface RecordInfo extends ClaimInfo {
+  completedAt: Date;
+  expiresAt: Date;
+}
+
+/** What `runIdempotent` returns: the value, and whether it was replayed. */
+export interface IdempotentResult<T> {
+  value: T;
+  replayed: boolean;
+  record: RecordInfo;
+}
+
+/** The resolver a call runs at most once: it receives the store's client and the claim. */
+export type Resolver<T, Tx> = (tx: Tx, claim: ClaimInfo) => Promise<T> | T;
+
+/** One call, its options resolved and checked: what the runners work from. */
+export interface Call<T, Tx> {
+  store: Store<Tx>;
+  request: RecordRequest;
+  resolver: Resolver<T, Tx>;
+  ttlMs: number;
+  leaseMs: number;
+  heartbeatMs: number | undefined;
+  maxLeaseMs: number;
+  maxResultBytes: number;
+  waitTimeoutMs: number;
+  retryAfterMs: number;
+  serializer: Serializer;
+  replayErrors: (error: unknown) => boolean;
+  errorCodec: ErrorCodec;
+  /** Milliseconds on a monotonic clock: waits, the lease's cap, durations. Never liveness. */
+  clock: () => number;
+  signal: AbortSignal | undefined;
+  emit: (type: IdempotencyEventType) => void;
+}
+
+/**
+ * Answers from a live record that is not this call's: replays it (or throws the error it
+ * stores), or throws `IDEMPOTENCY_KEY_MISMATCH` / `IDEMPOTENCY_KEY_IN_PROGRESS`.
+ */
+export function answer<T, Tx>(
+  call: Call<T, Tx>,
+  record: StoredRecord,
+  decision: { kind: 'replay' } | { kind: 'mismatch' } | { kind: 'inProgress'; retryAfterMs: number },
+): IdempotentResult<T> {
+  if (decision.kind === 'mismatch') {
+    call.emit('mismatch');
+    throw new IdempotencyKeyMismatchError(record.createdAt);
+  }
+  if (decision.kind === 'inProgress') {
+    call.emit('in_progress');
+    throw new IdempotencyKeyInProgressError(decision.retryAfterMs);
+  }
+  call.emit('replayed');
+  const value = call.serializer.deserialize(record.result ?? '');
+  if (record.resultIsError) throw call.errorCodec.decode(value);
+  return {
+    value: value as T,
+    replayed: true,
+    record: {
+      scope: record.scope,
+      key: record.key,
+      operation: record.operation,
+      fingerprint: record.fingerprint,
+      firstSeenAt: record.createdAt,
+      completedAt: record.completedAt ?? record.createdAt,
+      expiresAt: record.expiresAt,
+    },
+  };
+}
+
+/** The facts of the record this call stored, as the store keeps them. */
+export function ranRecord<T, Tx>(call: Call<T, Tx>, firstSeenAt: Date, completed: Completed): RecordInfo {
+  return { ...call.request, firstSeenAt, ...completed };
+}
+
+/**
+ * The text a result is stored as, once it is known to fit and to come back: a result that could
+ * not be replayed fails now, before anything commits, rather than on every retry.
+ */
+export function storedText(serializer: Serializer, value: unknown, maxResultBytes: number): string {
+  let text: string;
+  try {
+    text = serializer.serialize(value);
+  } catch (cause) {
+    throw new IdempotencyResultUnstorableError(
+      `The result could not be stored for replay: ${(cause as Error)?.message ?? String(cause)}`,
+      { cause },
+    );
+  }
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxResultBytes) throw new IdempotencyResultTooLargeError(bytes, maxResultBytes);
+  try {
+    serializer.deserialize(text);
+  } catch (cause) {
+    throw new IdempotencyResultUnstorableError(
+      `The result could not be replayed: ${(cause as Error)?.message ?? String(cause)}`,
+      { cause },
+    );
+  }
+  return text;
+}
+
+/** A replayable error as stored text, or `undefined` when it cannot be stored. */
+export function storedErrorText<T, Tx>(call: Call<T, Tx>, error: unknown): string | undefined {
+  try {
+    return storedText(call.serializer, call.errorCodec.encode(error), call.maxResultBytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Keeps `name`, `message` and `code`; rebuilds a plain `Error` carrying them. */
+export const defaultErrorCodec: ErrorCodec = {
+  encode(error) {
+    const { name, message, code } = error as { name?: unknown; message?: unknown; code?: unknown };
+    return {
+      name: typeof name === 'string' ? name : 'Error',
+      message: typeof message === 'string' ? message : String(error),
+      ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
+    };
+  },
+  decode(stored) {
+    const { name, message, code } = stored as { name: string; message: string; code?: string | number };
+    const error = new Error(message) as Error & { code?: string | number };
+    error.name = name;
+    if (code !== undefined) error.code = code;
+    return error;
+  },
+};
+
+/** Resolves after `ms`. */
+export function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto';
+import {
+  answer,
+  type Call,
+  type IdempotentResult,
+  pause,
+  ranRecord,
+  storedErrorText,
+  storedText,
+} from './call.js';
+import { decide, foreignRecordError } from './decide.js';
+import {
+  IdempotencyKeyInProgressError,
+  IdempotencyLeaseLostError,
+  IdempotencyOutcomeUnknownError,
+  isIdempotencyError,
+} from './errors.js';
+import type { Completed, LeaseOperations, LeaseOwner } from './store.js';
+
+/**
+ * Lease mode: the claim commits on its own with a lease and an owner token, the resolver runs
+ * outside any transaction, and the result is stored only while the token still holds the key.
+ * Once the resolver has run its effects may have happened, so from then on this call never
+ * answers with a code that clients retry by themselves unless the record says what happened.
+ */
+export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<IdempotentResult<T>> {
+  let fenced = false;
+  const call: Call<T, Tx> = {
+    ...options,
+    emit: (type) => {
+      if (type === 'fenced' && fenced) return;
+      fenced ||= type === 'fenced';
+      options.emit(type);
+    },
+  };
+  const { lease } = call.store;
+  const owner: LeaseOwner = {
+    scope: call.request.scope,
+    key: call.request.key,
+    ownerToken: randomBytes(32).toString('hex'),
+  };
+  const claimedAt = call.clock();
+  const firstSeenAt = await claimLease(call, owner);
+  if (!(firstSeenAt instanceof Date)) return firstSeenAt;
+
+  const lost = () => call.emit('fenced');
+  const heartbeat = startHeartbeat(call, lease, owner, claimedAt, lost);
+  let value: T;
+  try {
+    value = await call.resolver(lease.client, { ...call.request, firstSeenAt });
+  } catch (error) {
+    const stored = call.replayErrors(error) ? storedErrorText(call, error) : undefined;
+    if (stored === undefined) {
+      await heartbeat.stop();
+      await release(call, lease, owner);
+      throw error;
+    }
+    // The error answers for the key from now on; if it cannot be kept, the resolver's own error
+    // is still the answer (no retryable code) and the lease runs out by itself.
+    await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
+    throw error;
+  }
+  let result: string;
+  try {
+    result = storedText(call.serializer, value, call.maxResultBytes);
+  } catch (error) {
+    // The effects happened but the result cannot be kept: the key answers with this error from
+    // now on rather than being freed to run them again.
+    const stored = storedErrorText(call, error);
+    if (stored !== undefined) await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
+    else await heartbeat.stop();
+    throw error;
+  }
+  const completed = await complete(call, owner, heartbeat, result, false);
+  return { value, replayed: false, record: ranRecord(call, firstSeenAt, completed) };
+}
+
+/**
+ * Claims the key under `owner`'s token: the claim's `firstSeenAt`, or the answer a live record
+ * gives. A record that stopped being live between the store's statements is worth another
+ * claim; one that keeps doing so is never replayed: the caller retries later.
+ */
+async function claimLease<T, Tx>(call: Call<T, Tx>, owner: LeaseOwner): Promise<Date | IdempotentResult<T>> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const outcome = await call.store.lease.claim({
+      ...call.request,
+      ownerToken: owner.ownerToken,
+      ttlMs: call.ttlMs,
+      leaseMs: call.leaseMs,
+    });
+    if (outcome.claimed) {
+      call.emit(outcome.tookOver ? 'expired_takeover' : 'claimed');
+      return outcome.firstSeenAt;
+    }
+    const decision = decide(outcome.existing, call.request);
+    if (decision.kind === 'foreign') throw foreignRecordError(outcome.existing, call.request);
+    if (decision.kind !== 'claim' && decision.kind !== 'takeOver') {
+      return answer(call, outcome.existing, decision);
+    }
+  }
+  call.emit('in_progress');
+  throw new IdempotencyKeyInProgressError(call.retryAfterMs, {
+    message: 'The idempotency key changed hands while this request claimed it: retry with the same key',
+  });
+}
+
+/**
+ * Stores the result under the lease. A store that fails is tried again while the lease is
+ * surely still ours (by this process's monotonic clock, from before the claim or the last
+ * renewal was sent); past that, the outcome is unknown to every caller: the effects may have
+ * happened, and a retry after the lease ran out would run them again.
+ */
+async function complete<T, Tx>(
+  call: Call<T, Tx>,
+  owner: LeaseOwner,
+  heartbeat: Heartbeat,
+  result: string,
+  resultIsError: boolean,
+): Promise<Completed> {
+  const completion = { ...owner, result, resultIsError, ttlMs: call.ttlMs };
+  let failure: unknown;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const completed = await call.store.lease.complete(completion);
+        if (completed) {
+          call.emit('completed');
+          return completed;
+        }
+        break;
+      } catch (error) {
+        failure = error;
+        const delay = Math.min(1_000, 25 * 2 ** attempt);
+        // Keep a margin: the renewal that set the lease's end was sent before it was applied.
+        if (call.clock() + delay >= heartbeat.heldUntil() - Math.min(1_000, call.leaseMs / 10)) {
+          call.emit('outcome_unknown');
+          throw new IdempotencyOutcomeUnknownError(
+            'The mutation ran, but its result could not be stored while its lease lasted; its effects may have ' +
+              'happened. Do not retry blindly: check the effect (e.g. with the key at the payment provider) first',
+            { cause: failure },
+          );
+        }
+        await pause(delay);
+      }
+    }
+  } finally {
+    await heartbeat.stop();
+  }
+  // Fenced: another request took the key over after our lease ran out.
+  call.emit('fenced');
+  const current = await call.store.find(owner.scope, owner.key).catch(() => null);
+  const retryAfter = current?.status === 'IN_PROGRESS' ? Math.max(0, current.liveForMs) : 0;
+  throw new IdempotencyLeaseLostError(retryAfter, {
+    cause: isIdempotencyError(failure) ? failure : undefined,
+  });
+}
+
+/** Frees the key for a retry; the resolver's error stays the answer even if this fails. */
+async function release<T, Tx>(
+  call: Call<T, Tx>,
+  lease: LeaseOperations<Tx>,
+  owner: LeaseOwner,
+): Promise<void> {
+  try {
+    if (await lease.release(owner)) call.emit('released');
+    else call.emit('fenced');
+  } catch {
+    // The lease runs out on its own and the next request takes over.
+  }
+}
+
+/** A running heartbeat. */
+interface Heartbeat {
+  /** Until when (on the call's clock) the lease is surely held: from before the last renewal was sent. */
+  heldUntil(): number;
+  /** Stops renewing; waits for a renewal in flight. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Extends the lease every `heartbeatMs` while the resolver runs, up to `maxLeaseMs` after the
+ * claim (a hung resolver's lease then runs out, and `stuck` lists it), and never after the
+ * request was aborted. `stop` waits for a beat in flight, so a late beat can never be mistaken
+ * for losing the lease after completion.
+ */
+function startHeartbeat<T, Tx>(
+  call: Call<T, Tx>,
+  lease: LeaseOperations<Tx>,
+  owner: LeaseOwner,
+  claimedAt: number,
+  onLost: () => void,
+): Heartbeat {
+  const { heartbeatMs, leaseMs, maxLeaseMs, clock, signal } = call;
+  let heldUntil = claimedAt + leaseMs;
+  if (heartbeatMs === undefined) return { heldUntil: () => heldUntil, stop: async () => undefined };
+  let beat: Promise<void> = Promise.resolve();
+  let stopped = false;
+  const timer = setInterval(() => {
+    if (stopped || signal?.aborted || clock() + leaseMs > claimedAt + maxLeaseMs) {
+      clearInterval(timer);
+      return;
+    }
+    beat = beat.then(async () => {
+      const sentAt = clock();
+      try {
+        if (await lease.extend(owner, leaseMs)) heldUntil = sentAt + leaseMs;
+        else {
+          clearInterval(timer);
+          onLost();
+        }
+      } catch {
+        // A missed beat: the next one tries again, and the completion is fenced in any case.
+      }
+    });
+  }, heartbeatMs);
+  timer.unref();
+  return {
+    heldUntil: () => heldUntil,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await beat;
+    },
+  };
+}

@@ -1,0 +1,153 @@
+import { answer, type Call, type IdempotentResult, ranRecord, storedErrorText, storedText } from './call.js';
+import { decide, foreignRecordError } from './decide.js';
+import { IdempotencyKeyInProgressError } from './errors.js';
+import { hold } from './single-flight.js';
+import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
+
+/** What the transaction ended with: the resolver ran, or another call's record answers. */
+type Outcome<T> =
+  | { kind: 'ran'; value: T; firstSeenAt: Date; completed: Completed }
+  | { kind: 'existing'; answer: () => IdempotentResult<T> };
+
+/**
+ * Transactional mode: one store transaction claims the key, runs the resolver with the
+ * transaction client, stores the serialized result and commits, so a failure anywhere leaves
+ * nothing behind. The key is marked held in this process (`held`) until the transaction ends.
+ */
+export async function runInTransaction<T, Tx>(
+  call: Call<T, Tx>,
+  held: Map<string, Promise<void>>,
+  id: string,
+): Promise<IdempotentResult<T>> {
+  const { store, request, waitTimeoutMs } = call;
+  const transaction = store.transaction?.bind(store);
+  if (!transaction) throw new TypeError("This store supports mode: 'lease' only");
+  let resolverError: { error: unknown } | undefined;
+
+  // The wait for a concurrent holder is bounded here, around the whole transaction: a database
+  // cannot roll back a transaction whose statement is still waiting for a lock, so an answer that
+  // waited for the rollback would wait for the holder after all.
+  let abandoned = false;
+  let waitTimer: NodeJS.Timeout | undefined;
+  const waited = new Promise<never>((_, reject) => {
+    waitTimer = setTimeout(() => {
+      abandoned = true;
+      call.emit('in_progress');
+      reject(stillRunning(call));
+    }, waitTimeoutMs);
+  });
+
+  const running = transaction(async (session: TransactionSession<Tx>): Promise<Outcome<T>> => {
+    resolverError = undefined;
+    const claimed = await claimOrTakeOver(call, session, () => abandoned);
+    clearTimeout(waitTimer);
+    if ('answer' in claimed) return { kind: 'existing', answer: claimed.answer };
+    const info = { ...request, firstSeenAt: claimed.firstSeenAt };
+    let value: T;
+    try {
+      value = await call.resolver(session.tx, info);
+    } catch (error) {
+      resolverError = { error };
+      throw error;
+    }
+    const result = storedText(call.serializer, value, call.maxResultBytes);
+    const completed = await session.complete({
+      ...keyOf(call),
+      result,
+      resultIsError: false,
+      ttlMs: call.ttlMs,
+    });
+    return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
+  });
+  // Once abandoned, nobody awaits the transaction; its rollback must not go unhandled.
+  running.catch(() => undefined);
+  const release = hold(held, id);
+  try {
+    const outcome = await Promise.race([running, waited]);
+    if (outcome.kind === 'existing') return outcome.answer();
+    call.emit('completed');
+    return {
+      value: outcome.value,
+      replayed: false,
+      record: ranRecord(call, outcome.firstSeenAt, outcome.completed),
+    };
+  } catch (error) {
+    if (resolverError?.error === error && call.replayErrors(error)) await storeError(call, error);
+    throw error;
+  } finally {
+    clearTimeout(waitTimer);
+    release();
+  }
+}
+
+/**
+ * Claims the key inside the transaction, taking over a record that is no longer live; or says
+ * how to answer from the live record another call committed.
+ */
+async function claimOrTakeOver<T, Tx>(
+  call: Call<T, Tx>,
+  session: TransactionSession<Tx>,
+  abandoned: () => boolean,
+): Promise<{ firstSeenAt: Date } | { answer: () => IdempotentResult<T> }> {
+  const claimRequest = { ...call.request, ttlMs: call.ttlMs };
+  const claimed: ClaimOutcome = await session.claim(claimRequest);
+  // We already answered IN_PROGRESS: roll back without running anything.
+  if (abandoned()) throw new AbandonedClaim();
+  if (claimed.claimed) {
+    call.emit('claimed');
+    return claimed;
+  }
+  const { existing } = claimed;
+  const decision = decide(existing, call.request);
+  switch (decision.kind) {
+    case 'foreign':
+      throw foreignRecordError(existing, call.request);
+    case 'claim':
+    case 'takeOver': {
+      const firstSeenAt = await session.takeOver(claimRequest);
+      call.emit('expired_takeover');
+      return { firstSeenAt };
+    }
+    default:
+      return { answer: () => answer(call, existing, decision) };
+  }
+}
+
+/**
+ * The failed transaction rolled back the resolver's writes; a replayable error is kept by a
+ * transaction of its own, which claims the key again (or takes over a record no longer live),
+ * unless a retry already claimed it in between.
+ */
+async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<void> {
+  const result = storedErrorText(call, error);
+  if (result === undefined) return; // Unstorable: the key simply stays retryable.
+  const stored = await call.store.transaction!(async (session) => {
+    const claimRequest = { ...call.request, ttlMs: call.ttlMs };
+    const claimed = await session.claim(claimRequest);
+    if (!claimed.claimed) {
+      const { kind } = decide(claimed.existing, call.request);
+      if (kind !== 'takeOver') return false;
+      await session.takeOver(claimRequest);
+    }
+    await session.complete({ ...keyOf(call), result, resultIsError: true, ttlMs: call.ttlMs });
+    return true;
+  });
+  if (stored) call.emit('completed');
+}
+
+function keyOf<T, Tx>(call: Call<T, Tx>): { scope: string; key: string } {
+  return { scope: call.request.scope, key: call.request.key };
+}
+
+function stillRunning<T, Tx>(call: Call<T, Tx>): IdempotencyKeyInProgressError {
+  return new IdempotencyKeyInProgressError(call.retryAfterMs, {
+    message: `A request with this idempotency key is still running after ${call.waitTimeoutMs} ms`,
+  });
+}
+
+/** Thrown inside a transaction whose caller already got `IDEMPOTENCY_KEY_IN_PROGRESS`. */
+class AbandonedClaim extends Error {
+  override name = 'AbandonedClaim';
+}
+
+export { stillRunning };

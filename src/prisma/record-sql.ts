@@ -1,0 +1,116 @@
+import type { ClaimRequest, Completion, LeaseOwner, LeaseRequest } from '../core/store.js';
+import type { Provider } from './client.js';
+import { databaseClock } from './database-clock.js';
+import { raw, type Sql, sql } from './sql.js';
+
+/** The columns of `idempotency_records`, in the order every SELECT returns them. */
+const COLUMNS =
+  'scope, idempotency_key, operation, fingerprint, status, result, result_is_error, owner_token, locked_until, created_at, completed_at, expires_at';
+
+/** The statements a store runs on `idempotency_records`, per database; no Prisma in sight. */
+export interface RecordStatements {
+  /** Whether updates can return the times they wrote in the same statement (not MySQL/MariaDB). */
+  readonly returningUpdates: boolean;
+  /** The record, with `live_for_ms` by the database's clock. */
+  find(scope: string, key: string): Sql;
+  /** The same inside the claim's transaction: waits for, then locks, the committed row. */
+  findLocked(scope: string, key: string): Sql;
+  /** The claim's `created_at`. */
+  createdAt(scope: string, key: string): Sql;
+  /** The completion's `completed_at` and `expires_at`. */
+  completedTimes(scope: string, key: string): Sql;
+  /** Inserts an `IN_PROGRESS` record unless the key exists; returns its `created_at` when it did. */
+  claim(claim: ClaimRequest): Sql;
+  /** Replaces the record (no longer live, locked by `findLocked`) with a new claim. */
+  takeOver(claim: ClaimRequest): Sql;
+  complete(completion: Completion): Sql;
+  /** `claim` with a lease and an owner token. */
+  leaseClaim(claim: LeaseRequest): Sql;
+  /** Takes over the record only if it is not live by the database's clock: 1 row, or 0. */
+  leaseTakeOver(claim: LeaseRequest): Sql;
+  leaseExtend(owner: LeaseOwner, leaseMs: number): Sql;
+  leaseComplete(completion: Completion & LeaseOwner): Sql;
+  leaseRelease(owner: LeaseOwner): Sql;
+}
+
+/**
+ * Builds the statements for one database. Every time is the database's: `created_at`,
+ * `completed_at`, `expires_at` and `locked_until` are computed in SQL, and so is whether a record
+ * is still live, so servers whose clocks disagree still agree on every record.
+ */
+export function recordStatements(provider: Provider, tableName = 'idempotency_records'): RecordStatements {
+  const mysql = provider === 'mysql';
+  const postgres = provider === 'postgresql' || provider === 'cockroachdb';
+  const table = raw(tableName);
+  const clock = databaseClock(provider);
+  const now = raw(clock.now);
+  const inMs = (ms: number) => raw(clock.nowPlusMs, [ms]);
+  const falseValue = raw(postgres ? 'false' : '0');
+  const bool = (value: boolean) => (postgres ? value : value ? 1 : 0);
+  // MySQL/MariaDB: compare byte for byte even if the table's collation is case- or
+  // accent-insensitive, so "Bob" never reads or changes "bob"'s record (the shipped migration's
+  // utf8mb4_bin makes this a no-op that keeps the primary key's index).
+  const exact = raw(mysql ? ' COLLATE utf8mb4_bin' : '');
+  const where = (scope: string, key: string) =>
+    sql`WHERE scope = ${scope}${exact} AND idempotency_key = ${key}${exact}`;
+  const owned = ({ scope, key, ownerToken }: LeaseOwner) =>
+    sql`${where(scope, key)} AND owner_token = ${ownerToken} AND status = 'IN_PROGRESS'`;
+  // SQLite has one writer: the transaction already excludes everybody else. MySQL/MariaDB need a
+  // locking read, or REPEATABLE READ's snapshot could hide the row another transaction just
+  // committed. PostgreSQL: an exclusive lock, since the claim may take the row over next and
+  // duplicates that each held a shared one would deadlock upgrading it. MySQL: a shared one,
+  // because INSERT IGNORE has already share-locked the duplicate row; upgrading every duplicate's
+  // lock deadlocked instead.
+  const lock = raw(provider === 'sqlite' ? '' : mysql ? ' LOCK IN SHARE MODE' : ' FOR UPDATE');
+  const liveFor = raw(
+    `${clock.msUntil("CASE WHEN status = 'COMPLETED' THEN expires_at ELSE locked_until END")} AS live_for_ms`,
+  );
+  const notLive = raw(
+    `((status = 'COMPLETED' AND ${clock.passed('expires_at')}) OR ` +
+      `(status <> 'COMPLETED' AND (locked_until IS NULL OR ${clock.passed('locked_until')})))`,
+  );
+  // INSERT IGNORE would also turn data errors into warnings; the core bounds every column's length.
+  const insertIfAbsent = (columns: Sql, values: Sql) =>
+    mysql
+      ? sql`INSERT IGNORE INTO ${table} (${columns}) VALUES (${values}) RETURNING created_at`
+      : sql`INSERT INTO ${table} (${columns}) VALUES (${values}) ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING created_at`;
+  // MariaDB has INSERT … RETURNING but no UPDATE … RETURNING: it reads `created_at` afterwards.
+  const returning = raw(mysql ? '' : ' RETURNING created_at');
+  const returningTimes = raw(mysql ? '' : ' RETURNING completed_at, expires_at');
+  const claimColumns = raw('scope, idempotency_key, operation, fingerprint, status, created_at, expires_at');
+  const leaseColumns = raw(
+    'scope, idempotency_key, operation, fingerprint, status, owner_token, locked_until, created_at, expires_at',
+  );
+  const find = (scope: string, key: string) =>
+    sql`SELECT ${raw(COLUMNS)}, ${liveFor} FROM ${table} ${where(scope, key)}`;
+
+  return {
+    returningUpdates: !mysql,
+    find,
+    findLocked: (scope, key) => sql`${find(scope, key)}${lock}`,
+    createdAt: (scope, key) => sql`SELECT created_at FROM ${table} ${where(scope, key)}`,
+    completedTimes: (scope, key) => sql`SELECT completed_at, expires_at FROM ${table} ${where(scope, key)}`,
+    claim: (c) =>
+      insertIfAbsent(
+        claimColumns,
+        sql`${c.scope}, ${c.key}, ${c.operation}, ${c.fingerprint}, 'IN_PROGRESS', ${now}, ${inMs(c.ttlMs)}`,
+      ),
+    takeOver: (c) =>
+      sql`UPDATE ${table} SET operation = ${c.operation}, fingerprint = ${c.fingerprint}, status = 'IN_PROGRESS', result = NULL, result_is_error = ${falseValue}, owner_token = NULL, locked_until = NULL, created_at = ${now}, completed_at = NULL, expires_at = ${inMs(c.ttlMs)} ${where(c.scope, c.key)}${returning}`,
+    complete: (c) =>
+      sql`UPDATE ${table} SET status = 'COMPLETED', result = ${c.result}, result_is_error = ${bool(c.resultIsError)}, completed_at = ${now}, expires_at = ${inMs(c.ttlMs)} ${where(c.scope, c.key)}${returningTimes}`,
+    leaseClaim: (c) =>
+      insertIfAbsent(
+        leaseColumns,
+        sql`${c.scope}, ${c.key}, ${c.operation}, ${c.fingerprint}, 'IN_PROGRESS', ${c.ownerToken}, ${inMs(c.leaseMs)}, ${now}, ${inMs(c.ttlMs)}`,
+      ),
+    // The new owner token always changes the row, so MySQL's "changed rows" and "found rows"
+    // counts agree.
+    leaseTakeOver: (c) =>
+      sql`UPDATE ${table} SET operation = ${c.operation}, fingerprint = ${c.fingerprint}, status = 'IN_PROGRESS', result = NULL, result_is_error = ${falseValue}, owner_token = ${c.ownerToken}, locked_until = ${inMs(c.leaseMs)}, created_at = ${now}, completed_at = NULL, expires_at = ${inMs(c.ttlMs)} ${where(c.scope, c.key)} AND ${notLive}${returning}`,
+    leaseExtend: (owner, leaseMs) => sql`UPDATE ${table} SET locked_until = ${inMs(leaseMs)} ${owned(owner)}`,
+    leaseComplete: (c) =>
+      sql`UPDATE ${table} SET status = 'COMPLETED', result = ${c.result}, result_is_error = ${bool(c.resultIsError)}, locked_until = NULL, completed_at = ${now}, expires_at = ${inMs(c.ttlMs)} ${owned(c)}${returningTimes}`,
+    leaseRelease: (owner) => sql`DELETE FROM ${table} ${owned(owner)}`,
+  };
+}

@@ -1,0 +1,300 @@
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  type IdempotencyEvent,
+  IdempotencyKeyInProgressError,
+  IdempotencyKeyMismatchError,
+  IdempotencyLeaseLostError,
+  type RunIdempotentOptions,
+  runIdempotent,
+  type Store,
+} from '../../src/index.js';
+import { uniqueScope } from './databases.js';
+import { gate } from './gate.js';
+
+/** What the conformance suite needs of a store under test. */
+export interface ConformanceTarget {
+  /** The store; every test works in a scope of its own. */
+  store: () => Store<unknown>;
+  /**
+   * Moves the store's clock `ms` forward for the records of `scope`, as time passing would (the
+   * memory store's injected clock, or a database's records shifted back by `ms`). Never a sleep.
+   */
+  travel: (scope: string, ms: number) => Promise<void>;
+}
+
+type Mode = 'transactional' | 'lease';
+
+/**
+ * The store contract, specified once and run on every store (`memoryStore`, `prismaStore` on
+ * SQLite, PostgreSQL and MariaDB, and any store a user writes): every row of the outcome table in
+ * both modes, concurrent duplicates, takeover, fencing, and expiry by the store's own clock.
+ * A bug fixed in any store becomes a case here.
+ */
+export function runStoreConformance(title: string, target: () => ConformanceTarget): void {
+  describe(`store contract: ${title}`, () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    const call = (scope: string, mode: Mode, overrides: Partial<RunIdempotentOptions> = {}) => {
+      const events: IdempotencyEvent[] = [];
+      const options: RunIdempotentOptions = {
+        store: target().store(),
+        scope,
+        key: 'k-1',
+        operation: 'payments.create',
+        input: { amount: 10 },
+        mode,
+        leaseMs: 30_000,
+        onEvent: (event) => events.push(event),
+        ...overrides,
+      };
+      return { options, events, types: () => events.map((e) => e.type) };
+    };
+
+    /** Moves the process's own clock (`Date`) as a server whose clock is off would have it. */
+    const skewProcessClock = (ms: number) => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(Date.now() + ms);
+    };
+
+    describe.each<Mode>(['transactional', 'lease'])('%s mode', (mode) => {
+      it('runs an unseen key once and replays the stored result to every retry', async () => {
+        const { options, types } = call(uniqueScope(), mode);
+        const resolver = vi.fn(async () => ({ id: 1, at: new Date(5), big: 7n }));
+        const first = await runIdempotent(options, resolver);
+        const second = await runIdempotent(options, resolver);
+        expect(resolver).toHaveBeenCalledTimes(1);
+        expect(first.replayed).toBe(false);
+        expect(second).toMatchObject({ replayed: true, value: { id: 1, at: new Date(5), big: 7n } });
+        expect(second.record).toEqual(first.record); // the times the store keeps, both times
+        expect(types()).toEqual(['claimed', 'completed', 'replayed']);
+      });
+
+      it('answers the same key with another input as a mismatch and leaves the record as it was', async () => {
+        const { options, types } = call(uniqueScope(), mode);
+        await runIdempotent(options, async () => 'first');
+        const store = options.store;
+        const { liveForMs: _, ...before } = (await store.find(options.scope as string, 'k-1'))!;
+        const resolver = vi.fn(async () => 'second');
+        await expect(runIdempotent({ ...options, input: { amount: 99 } }, resolver)).rejects.toBeInstanceOf(
+          IdempotencyKeyMismatchError,
+        );
+        await expect(
+          runIdempotent({ ...options, operation: 'payments.refund' }, resolver),
+        ).rejects.toBeInstanceOf(IdempotencyKeyMismatchError);
+        expect(resolver).not.toHaveBeenCalled();
+        const { liveForMs: __, ...after } = (await store.find(options.scope as string, 'k-1'))!;
+        expect(after).toEqual(before);
+        expect(types()).toEqual(['claimed', 'completed', 'mismatch', 'mismatch']);
+      });
+
+      it('keeps nothing when the resolver throws, so the key can be retried', async () => {
+        const { options } = call(uniqueScope(), mode);
+        const resolver = vi.fn<() => Promise<string>>().mockRejectedValueOnce(new Error('boom'));
+        resolver.mockResolvedValueOnce('ok');
+        await expect(runIdempotent(options, resolver)).rejects.toThrow('boom');
+        expect(await options.store.find(options.scope as string, 'k-1')).toBeNull();
+        await expect(runIdempotent(options, resolver)).resolves.toMatchObject({
+          value: 'ok',
+          replayed: false,
+        });
+        expect(resolver).toHaveBeenCalledTimes(2);
+      });
+
+      it('stores and replays the errors replayErrors accepts', async () => {
+        const declined = Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+        const replayErrors = (error: unknown) => (error as { code?: string }).code === 'CARD_DECLINED';
+        const { options } = call(uniqueScope(), mode, { replayErrors });
+        const resolver = vi.fn(async () => {
+          throw declined;
+        });
+        await expect(runIdempotent(options, resolver)).rejects.toBe(declined);
+        await expect(runIdempotent(options, resolver)).rejects.toMatchObject({
+          message: 'declined',
+          code: 'CARD_DECLINED',
+        });
+        expect(resolver).toHaveBeenCalledTimes(1);
+      });
+
+      it('keeps scopes apart: the same key in two scopes runs twice', async () => {
+        const resolver = vi.fn(async () => 'ok');
+        await runIdempotent(call(uniqueScope(), mode).options, resolver);
+        await runIdempotent(call(uniqueScope(), mode).options, resolver);
+        expect(resolver).toHaveBeenCalledTimes(2);
+      });
+
+      it('takes over a record that expired by the store’s clock, whatever the caller’s clock says', async () => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, mode, { ttlMs: 60_000 });
+        await runIdempotent(options, async () => 'first');
+        // This server's clock runs a minute behind: by its clock the record has two minutes left.
+        skewProcessClock(-60_000);
+        await target().travel(scope, 61_000);
+        const again = await runIdempotent(options, async () => 'second');
+        expect(again).toMatchObject({ value: 'second', replayed: false });
+        expect(types()).toEqual(['claimed', 'completed', 'expired_takeover', 'completed']);
+      });
+
+      it('replays a record that is live by the store’s clock to a caller whose clock is ahead', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, mode, { ttlMs: 60_000 });
+        await runIdempotent(options, async () => 'first');
+        await target().travel(scope, 30_000);
+        skewProcessClock(+60_000); // past the expiry by this server's clock
+        await expect(runIdempotent(options, async () => 'second')).resolves.toMatchObject({
+          value: 'first',
+          replayed: true,
+        });
+      });
+    });
+
+    describe('transactional mode', () => {
+      it('runs 20 concurrent duplicates once and gives every one the same result', async () => {
+        const { options } = call(uniqueScope(), 'transactional');
+        const resolver = vi.fn(async () => ({ token: randomBytes(8).toString('hex') }));
+        const results = await Promise.all(Array.from({ length: 20 }, () => runIdempotent(options, resolver)));
+        expect(resolver).toHaveBeenCalledTimes(1);
+        expect(new Set(results.map((r) => r.value.token)).size).toBe(1);
+        expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+      });
+    });
+
+    describe('lease mode', () => {
+      it('answers a duplicate during the lease with IN_PROGRESS and the rest of the lease as its hint', async () => {
+        const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
+        const held = gate();
+        const started = gate();
+        const first = runIdempotent(options, async () => {
+          started.open();
+          await held.opened;
+          return 'done';
+        });
+        await started.opened;
+        const error = await runIdempotent(options, async () => 'dup').catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
+        expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeGreaterThan(15_000);
+        expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeLessThanOrEqual(20_000);
+        held.open();
+        await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
+        expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
+      });
+
+      it('never lets a caller whose clock is ahead take over a lease that is still running', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { leaseMs: 30_000 });
+        const held = gate();
+        const started = gate();
+        const first = runIdempotent(options, async () => {
+          started.open();
+          await held.opened;
+          return 'once';
+        });
+        await started.opened;
+        await target().travel(scope, 10_000); // 20 s of the lease left by the store's clock
+        skewProcessClock(+60_000);
+        const resolver = vi.fn(async () => 'twice');
+        await expect(runIdempotent(options, resolver)).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
+        skewProcessClock(-120_000);
+        held.open();
+        await expect(first).resolves.toMatchObject({ value: 'once' });
+        expect(resolver).not.toHaveBeenCalled();
+      });
+
+      it('lets a request take over a lease that ran out by the store’s clock, and fences the old owner', async () => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, 'lease', { leaseMs: 5_000 });
+        const held = gate();
+        const started = gate();
+        const old = runIdempotent(options, async () => {
+          started.open();
+          await held.opened;
+          return 'old owner';
+        });
+        await started.opened;
+        await target().travel(scope, 6_000);
+        await expect(runIdempotent(options, async () => 'new owner')).resolves.toMatchObject({
+          value: 'new owner',
+          replayed: false,
+        });
+        held.open();
+        await expect(old).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+        await expect(runIdempotent(options, async () => 'third')).resolves.toMatchObject({
+          value: 'new owner',
+          replayed: true,
+        });
+        expect(types()).toEqual(['claimed', 'expired_takeover', 'completed', 'fenced', 'replayed']);
+      });
+
+      it('changes or deletes a claim only for the owner token that holds it', async () => {
+        const scope = uniqueScope();
+        const { lease } = target().store();
+        const claim = {
+          scope,
+          key: 'k',
+          operation: 'op',
+          fingerprint: 'f'.repeat(64),
+          ttlMs: 60_000,
+          ownerToken: 'a'.repeat(64),
+          leaseMs: 20_000,
+        };
+        const store = target().store();
+        const first = await lease.claim(claim);
+        expect(first).toMatchObject({ claimed: true, tookOver: false });
+        const second = await lease.claim({ ...claim, ownerToken: 'b'.repeat(64) });
+        expect(second).toMatchObject({ claimed: false, existing: { ownerToken: 'a'.repeat(64) } });
+        const stranger = { scope, key: 'k', ownerToken: 'b'.repeat(64) };
+        const owner = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
+        const completion = { result: '"1"', resultIsError: false, ttlMs: 60_000 };
+        expect(await lease.extend(stranger, 50_000)).toBe(false);
+        expect(await lease.release(stranger)).toBe(false);
+        expect(await lease.complete({ ...stranger, ...completion })).toBeNull();
+        const held = (await store.find(scope, 'k'))!;
+        expect(held).toMatchObject({ status: 'IN_PROGRESS', ownerToken: 'a'.repeat(64) });
+        expect(held.liveForMs).toBeGreaterThan(15_000);
+        expect(held.liveForMs).toBeLessThanOrEqual(20_000);
+        expect(await lease.extend(owner, 50_000)).toBe(true);
+        expect((await store.find(scope, 'k'))!.liveForMs).toBeGreaterThan(45_000);
+        const completed = await lease.complete({ ...owner, ...completion });
+        expect(await lease.release(owner)).toBe(false); // completed: nothing left to release
+        const done = (await store.find(scope, 'k'))!;
+        expect(done).toMatchObject({ status: 'COMPLETED', result: '"1"', lockedUntil: null, ...completed });
+        expect(completed!.expiresAt.getTime() - completed!.completedAt.getTime()).toBe(60_000);
+        expect(done.liveForMs).toBeGreaterThan(55_000);
+      });
+
+      it('takes over an expired lease in the store’s own claim, and only then', async () => {
+        const scope = uniqueScope();
+        const { lease } = target().store();
+        const claim = {
+          scope,
+          key: 'k',
+          operation: 'op',
+          fingerprint: 'f'.repeat(64),
+          ttlMs: 60_000,
+          ownerToken: 'a'.repeat(64),
+          leaseMs: 5_000,
+        };
+        await lease.claim(claim);
+        await target().travel(scope, 4_000);
+        expect(await lease.claim({ ...claim, ownerToken: 'b'.repeat(64) })).toMatchObject({ claimed: false });
+        await target().travel(scope, 2_000);
+        expect(await lease.claim({ ...claim, ownerToken: 'b'.repeat(64) })).toMatchObject({
+          claimed: true,
+          tookOver: true,
+        });
+        expect(
+          await lease.complete({
+            scope,
+            key: 'k',
+            ownerToken: 'a'.repeat(64),
+            result: '1',
+            resultIsError: false,
+            ttlMs: 1,
+          }),
+        ).toBeNull();
+      });
+    });
+  });
+}
