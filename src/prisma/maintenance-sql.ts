@@ -34,6 +34,18 @@ function inTimeOrder(provider: Provider, column: string): string {
 }
 
 /**
+ * SQLite: ranges of the `expires_at` index that hold every expired record, so that a sweep reads
+ * the expired records, not the whole table (the exact test, through epoch milliseconds, cannot use
+ * the index). Numbers sort below text: the first range holds the epoch-millisecond numbers up to
+ * now, the second the text up to a second from now in ISO form, which holds every expired UTC
+ * text (`…T…+00:00`, `…T…Z`, and `… …`, which sorts below `…T…` on the same day). Text with a
+ * positive zone offset sorts by its local time: such a record is swept that much late, never early.
+ */
+const SQLITE_EXPIRED_RANGES =
+  "(expires_at <= (unixepoch('now', 'subsec') * 1000) OR " +
+  "(expires_at >= '' AND expires_at <= strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+1 second')))";
+
+/**
  * Deletes at most `batchSize` sweepable records in one short statement.
  * `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
  */
@@ -46,7 +58,7 @@ export function sweepStatement(provider: Provider, batchSize: number): string {
     case 'mysql':
       return `DELETE FROM ${TABLE} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
     case 'sqlite':
-      return `DELETE FROM ${TABLE} WHERE rowid IN (SELECT rowid FROM ${TABLE} WHERE ${condition} LIMIT ${batchSize})`;
+      return `DELETE FROM ${TABLE} WHERE rowid IN (SELECT rowid FROM ${TABLE} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
     default: {
       // The condition is checked again on the row as it is when locked, so a record taken over
       // between the two (now live again) is not deleted; SKIP LOCKED lets sweepers on several

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { recordStats, stuckRecords, sweepExpired } from '../../src/prisma/index.js';
+import { sweepStatement } from '../../src/prisma/maintenance-sql.js';
 import { connect, databases } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
 import {
@@ -9,6 +10,7 @@ import {
   stuckKeys,
   unsweptKeys,
 } from '../helpers/record-states.js';
+import { insertRecords } from '../helpers/records.js';
 import {
   type SqliteTimestampFormat,
   sqliteTimestampFormats,
@@ -16,7 +18,8 @@ import {
   writeRecordsAs,
 } from '../helpers/sqlite-timestamps.js';
 
-const DAY = 86_400_000;
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
 /** Whole seconds, which every format holds exactly. */
 const wholeSecond = (ms: number) => Math.floor(ms / 1_000) * 1_000;
 
@@ -90,5 +93,44 @@ describe('stats, stuck records and sweeps over every SQLite timestamp format', (
     expect(await storedKeys(prisma)).toEqual(
       sets.flatMap((_, i) => unsweptKeys.map((key) => `${i}-${key}`)).sort(),
     );
+  });
+
+  it('sweeps text written in other forms, with a zone, by the instant it names', async () => {
+    const now = Date.now();
+    await insertRecords(prisma, 'sqlite', [
+      { scope: 'u', key: 'z-expired', expiresAt: new Date(now - HOUR) },
+      { scope: 'u', key: 'z-live', expiresAt: new Date(now + DAY) },
+      { scope: 'u', key: 'west-expired', expiresAt: new Date(now - HOUR) },
+      { scope: 'u', key: 'west-live', expiresAt: new Date(now + HOUR) },
+      { scope: 'u', key: 'east-live', expiresAt: new Date(now + HOUR) },
+    ]);
+    // `toISOString()` text, and local times five hours west and east of UTC.
+    const local = (ms: number, offsetHours: number) =>
+      `${new Date(ms + offsetHours * HOUR).toISOString().slice(0, 23)}${offsetHours < 0 ? '-' : '+'}0${Math.abs(offsetHours)}:00`;
+    for (const [key, text] of [
+      ['z-expired', new Date(now - HOUR).toISOString()],
+      ['z-live', new Date(now + DAY).toISOString()],
+      ['west-expired', local(now - HOUR, -5)],
+      ['west-live', local(now + HOUR, -5)],
+      ['east-live', local(now + HOUR, 5)],
+    ]) {
+      await prisma.$executeRawUnsafe(
+        'UPDATE idempotency_records SET expires_at = ? WHERE idempotency_key = ?',
+        text,
+        key,
+      );
+    }
+    expect((await recordStats(prisma)).expired).toBe(2);
+    expect(await sweepExpired(prisma)).toBe(2);
+    expect(await storedKeys(prisma)).toEqual(['east-live', 'west-live', 'z-live']);
+  });
+
+  it('finds expired records through the expires_at index, not by reading the whole table', async () => {
+    const plan = await prisma.$queryRawUnsafe<{ detail: string }[]>(
+      `EXPLAIN QUERY PLAN ${sweepStatement('sqlite', 1_000)}`,
+    );
+    const details = plan.map((step) => step.detail);
+    expect(details).toContainEqual(expect.stringMatching(/USING INDEX idempotency_records_expires_at_idx/));
+    expect(details).not.toContainEqual(expect.stringMatching(/^SCAN idempotency_records/));
   });
 });
