@@ -28,7 +28,8 @@ const program = new Command('idempotent-mutations')
   .showHelpAfterError('(add --help for usage)')
   .addHelpText(
     'after',
-    '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, mysql://… or mariadb://….',
+    '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, mysql://… or mariadb://….\n' +
+      "Expiry and leases are judged by the database's clock, not this machine's.",
   );
 
 withDatabaseOptions(

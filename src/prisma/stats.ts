@@ -1,9 +1,7 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
-import { forProvider, STUCK, SWEEPABLE } from './dialect.js';
+import { statsQuery, stuckQuery } from './maintenance-sql.js';
 import { toDate } from './row.js';
-
-const TABLE = 'idempotency_records';
 
 /** Counts over `idempotency_records`, as the CLI's `stats` shows them. */
 export interface RecordStats {
@@ -13,32 +11,27 @@ export interface RecordStats {
   /** When the oldest record still stored was created; `null` when there are none. */
   oldestCreatedAt: Date | null;
   newestCreatedAt: Date | null;
-  /** Expired records the sweeper has not deleted yet. */
+  /** Expired records the sweeper has not deleted yet (by the database's clock). */
   expired: number;
-  /** `IN_PROGRESS` records whose lease ran out (see `stuckRecords`). */
+  /** `IN_PROGRESS` records whose lease ran out by the database's clock (see `stuckRecords`). */
   stuck: number;
 }
 
 /** Options of `recordStats` and `stuckRecords`. */
 export interface StatsOptions {
-  /** @default now */
-  now?: Date;
   /** The database, when it cannot be read off the client. @default the client's generated provider */
   provider?: Provider;
 }
 
-/** Counts records by status, expired and stuck, with the oldest and newest creation time (one scan). */
+/**
+ * Counts records by status, expired and stuck (by the database's clock), with the oldest and
+ * newest creation time, as stored.
+ */
 export async function recordStats(prisma: PrismaQueryable, options: StatsOptions = {}): Promise<RecordStats> {
-  const { now = new Date() } = options;
-  const count = (condition: string) => `SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END)`;
   const provider = options.provider ?? providerOf(prisma);
-  const sql = forProvider(
-    provider,
-    `SELECT COUNT(*) AS total, ${count("status = 'COMPLETED'")} AS completed, ${count(SWEEPABLE)} AS expired, ` +
-      `${count(STUCK)} AS stuck, MIN(created_at) AS oldest, MAX(created_at) AS newest FROM ${TABLE}`,
-  );
+  const sql = statsQuery(provider);
   const [row = {}] = await standalone(prisma, provider, (client) =>
-    client.$queryRawUnsafe<Record<string, unknown>[]>(sql, now, now, now),
+    client.$queryRawUnsafe<Record<string, unknown>[]>(sql),
   );
   // COUNT and SUM come back as bigint, Decimal, string or number, depending on the driver.
   const number = (value: unknown) => Number(value ?? 0);
@@ -67,8 +60,8 @@ export interface StuckRecord {
 }
 
 /**
- * Lists `IN_PROGRESS` records past their lease, oldest first. The next request with the key takes
- * such a record over; the sweeper deletes it once it has expired.
+ * Lists `IN_PROGRESS` records past their lease by the database's clock, oldest first. The next
+ * request with the key takes such a record over; the sweeper deletes it once it has expired.
  */
 export async function stuckRecords(
   prisma: PrismaQueryable,
@@ -77,16 +70,11 @@ export async function stuckRecords(
     limit?: number;
   } = {},
 ): Promise<StuckRecord[]> {
-  const { now = new Date(), limit = 100 } = options;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
+  const { limit = 100 } = options;
   const provider = options.provider ?? providerOf(prisma);
-  const sql = forProvider(
-    provider,
-    `SELECT scope, idempotency_key, operation, created_at, locked_until, expires_at FROM ${TABLE} ` +
-      `WHERE ${STUCK} ORDER BY created_at LIMIT ${limit}`,
-  );
+  const sql = stuckQuery(provider, limit);
   const rows = await standalone(prisma, provider, (client) =>
-    client.$queryRawUnsafe<Record<string, unknown>[]>(sql, now),
+    client.$queryRawUnsafe<Record<string, unknown>[]>(sql),
   );
   return rows.map((row) => ({
     scope: String(row.scope),

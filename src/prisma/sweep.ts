@@ -1,6 +1,6 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
-import { sweepStatement } from './dialect.js';
+import { sweepStatement } from './maintenance-sql.js';
 
 /** Options of `sweepExpired`. */
 export interface SweepOptions {
@@ -14,8 +14,6 @@ export interface SweepOptions {
   maxBatches?: number;
   /** Stops the sweep between two batches; the count deleted so far is returned. */
   signal?: AbortSignal;
-  /** The moment records must have expired by. @default the time the sweep starts */
-  now?: Date;
   /** The database, when it cannot be read off the client. @default the client's generated provider */
   provider?: Provider;
   /** Called after each batch with the running totals (e.g. for a progress line). */
@@ -33,25 +31,18 @@ export interface SweepProgress {
 /**
  * Deletes expired records in bounded batches and returns how many it deleted. A record still
  * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
+ * Expiry and leases are judged by the database's clock, whatever this process's clock says.
  * Runs on any client with raw queries (`$executeRawUnsafe`); safe to run on several servers at
  * once.
  */
 export async function sweepExpired(prisma: PrismaQueryable, options: SweepOptions = {}): Promise<number> {
-  const {
-    batchSize = 1_000,
-    maxBatches = Number.POSITIVE_INFINITY,
-    signal,
-    now = new Date(),
-    onBatch,
-  } = options;
+  const { batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY, signal, onBatch } = options;
   if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
   const provider = options.provider ?? providerOf(prisma);
   const statement = sweepStatement(provider, batchSize);
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
-    const count = await standalone(prisma, provider, (client) =>
-      client.$executeRawUnsafe(statement, now, now),
-    );
+    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
     deleted += count;
     const more = count >= batchSize;
     onBatch?.({ batches, deleted, more });

@@ -1,10 +1,19 @@
 import { execFile, spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { databaseNow } from '../helpers/database-time.js';
 import { connect, databases, describeEachDatabase } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
-import { countRecords, insertRecords } from '../helpers/records.js';
+import {
+  everyStateCounts,
+  recordsInEveryState,
+  storedKeys,
+  stuckKeys,
+  unsweptKeys,
+} from '../helpers/record-states.js';
+import { countRecords, insertRecords, type RecordRow } from '../helpers/records.js';
+import { sqliteTimestampFormats, writeRecordsAs } from '../helpers/sqlite-timestamps.js';
 
 interface Outcome {
   code: number;
@@ -12,14 +21,23 @@ interface Outcome {
   stderr: string;
 }
 
-/** Runs the CLI as a user would: its own process, its own exit code. */
-function cli(args: string[], env: Record<string, string> = {}): Promise<Outcome> {
+/**
+ * Runs the CLI as a user would: its own process, its own exit code. `clockShiftMs` moves that
+ * process's clock (see `shifted-clock.ts`).
+ */
+function cli(args: string[], env: Record<string, string> = {}, clockShiftMs = 0): Promise<Outcome> {
   const { DATABASE_URL: _inherited, ...parentEnv } = process.env;
+  const shifted = clockShiftMs
+    ? {
+        node: ['--import', './test/helpers/shifted-clock.ts'],
+        env: { TEST_CLOCK_SHIFT_MS: String(clockShiftMs) },
+      }
+    : { node: [], env: {} };
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', ...args],
-      { env: { ...parentEnv, ...env }, timeout: 60_000 },
+      ['--import', 'tsx', ...shifted.node, 'src/cli/index.ts', ...args],
+      { env: { ...parentEnv, ...env, ...shifted.env }, timeout: 60_000 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
         resolve({ code, stdout, stderr });
@@ -28,7 +46,10 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<Outcome>
   });
 }
 
+const DAY = 86_400_000;
 const at = (iso: string) => new Date(iso);
+/** Whole seconds, which every SQLite timestamp format holds exactly. */
+const wholeSecond = (ms: number) => Math.floor(ms / 1_000) * 1_000;
 const hourAgo = () => new Date(Date.now() - 3_600_000);
 const inAnHour = () => new Date(Date.now() + 3_600_000);
 
@@ -150,6 +171,88 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
         expiresAt: '2100-01-01T00:00:00.000Z',
       },
     ]);
+  });
+  it.each([
+    ['a day behind', -DAY],
+    ['a day ahead', DAY],
+  ])('counts, lists and sweeps by the database’s clock with its own clock %s', async (_, shift) => {
+    const now = await databaseNow(prisma, provider);
+    const rows = recordsInEveryState(now, now - 30 * DAY);
+    await insertRecords(prisma, provider, rows);
+    await expectEveryStateReported(url, rows, shift);
+    expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
+  });
+});
+
+/**
+ * What `stats`, `stuck` and `sweep` report (as JSON) for the records of `recordsInEveryState`, in
+ * a CLI whose own clock is `clockShiftMs` off.
+ */
+async function expectEveryStateReported(url: string, rows: RecordRow[], clockShiftMs = 0, sets = 1) {
+  const run = async (args: string[]) => {
+    const { code, stdout, stderr } = await cli([...args, '--json', '--database-url', url], {}, clockShiftMs);
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    return JSON.parse(stdout);
+  };
+  const createdAt = rows.map((row) => row.createdAt!.getTime());
+  expect(await run(['stats'])).toEqual({
+    total: sets * everyStateCounts.total,
+    completed: sets * everyStateCounts.completed,
+    inProgress: sets * everyStateCounts.inProgress,
+    expired: sets * everyStateCounts.expired,
+    stuck: sets * everyStateCounts.stuck,
+    oldestCreatedAt: new Date(Math.min(...createdAt)).toISOString(),
+    newestCreatedAt: new Date(Math.max(...createdAt)).toISOString(),
+  });
+  const stuck = rows.filter((row) => stuckKeys.some((key) => row.key.endsWith(key)));
+  expect((await run(['stuck'])).map((r: { key: string }) => r.key)).toEqual(stuck.map((row) => row.key));
+  expect(await run(['sweep', '--no-progress'])).toEqual({
+    deleted: sets * everyStateCounts.expired,
+    batches: 1,
+    interrupted: false,
+  });
+}
+
+// An app whose SQLite adapter writes epoch milliseconds, next to one that writes ISO text, and
+// column defaults that write `YYYY-MM-DD HH:MM:SS`: the CLI reads the file with the default adapter.
+describe('the idempotent-mutations CLI on every SQLite timestamp format', () => {
+  let isolated: IsolatedDatabase;
+  let prisma: Awaited<ReturnType<typeof connect>>;
+
+  beforeEach(async () => {
+    isolated = await isolatedDatabase(databases[0]!);
+    prisma = await connect(isolated.db);
+  });
+  afterEach(async () => {
+    await prisma?.$disconnect();
+    await isolated?.drop();
+  });
+
+  it.each(sqliteTimestampFormats)('counts, lists and sweeps records stored as %s', async (format) => {
+    const now = Date.now();
+    const rows = recordsInEveryState(now, wholeSecond(now) - 30 * DAY);
+    await writeRecordsAs(isolated.db.url!, format, rows);
+    await expectEveryStateReported(isolated.db.url!, rows);
+    expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
+  });
+
+  it('counts, lists and sweeps a table that holds all three formats, in time order', async () => {
+    const now = Date.now();
+    // The oldest records are text and the newest integers, the opposite of SQLite's sort order.
+    const sets = sqliteTimestampFormats.map((format, i) => ({
+      format,
+      rows: recordsInEveryState(now, wholeSecond(now) - (30 - 10 * i) * DAY, `${i}-`),
+    }));
+    for (const { format, rows } of sets) await writeRecordsAs(isolated.db.url!, format, rows);
+    await expectEveryStateReported(
+      isolated.db.url!,
+      sets.flatMap(({ rows }) => rows),
+      0,
+      sets.length,
+    );
+    expect(await storedKeys(prisma)).toEqual(
+      sets.flatMap((_, i) => unsweptKeys.map((key) => `${i}-${key}`)).sort(),
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest';
 import { runIdempotent } from '../../src/index.js';
 import {
   prismaStore,
@@ -7,10 +7,20 @@ import {
   stuckRecords,
   sweepExpired,
 } from '../../src/prisma/index.js';
+import { databaseNow } from '../helpers/database-time.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
+import {
+  everyStateCounts,
+  recordsInEveryState,
+  storedKeys,
+  stuckKeys,
+  unsweptKeys,
+} from '../helpers/record-states.js';
 import { countRecords, insertRecords } from '../helpers/records.js';
 
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
 const at = (iso: string) => new Date(iso);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const hourAgo = () => new Date(Date.now() - 3_600_000);
@@ -33,9 +43,13 @@ describeEachDatabase('sweepExpired', (shared) => {
   beforeEach(async () => {
     await prisma.$executeRawUnsafe('DELETE FROM idempotency_records');
   });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
   it('deletes 10,000 expired records in batches of 1,000 and leaves the live ones', async () => {
     const scope = uniqueScope('sweep');
+    const now = await databaseNow(prisma, db.provider);
     const expired = Array.from({ length: 10_000 }, (_, i) => ({
       scope,
       key: `expired-${i}`,
@@ -45,7 +59,7 @@ describeEachDatabase('sweepExpired', (shared) => {
       ...Array.from({ length: 20 }, (_, i) => ({
         scope,
         key: `live-${i}`,
-        expiresAt: at('2000-06-02T00:00:00Z'),
+        expiresAt: new Date(now + DAY),
       })),
       // Past its expiry but still under a running lease: a resolver is at work, never sweep it.
       ...Array.from({ length: 5 }, (_, i) => ({
@@ -53,22 +67,19 @@ describeEachDatabase('sweepExpired', (shared) => {
         key: `leased-${i}`,
         status: 'IN_PROGRESS' as const,
         ownerToken: 'a'.repeat(64),
-        lockedUntil: at('2000-06-01T00:05:00Z'),
+        lockedUntil: new Date(now + 5 * 60_000),
         expiresAt: at('2000-01-01T00:00:00Z'),
       })),
     ];
     await insertRecords(prisma, db.provider, [...expired, ...live]);
     const batches: number[] = [];
     const deleted = await sweepExpired(prisma, {
-      now: at('2000-06-01T00:00:00Z'),
       onBatch: ({ deleted }) => batches.push(deleted - batches.reduce((a, b) => a + b, 0)),
     });
     expect(deleted).toBe(10_000);
     expect(batches).toEqual([...Array(10).fill(1_000), 0]);
     expect(await countRecords(prisma, db.provider, scope)).toBe(25);
-    expect(await prisma.idempotencyRecord.count({ where: { scope, key: { startsWith: 'expired-' } } })).toBe(
-      0,
-    );
+    expect((await storedKeys(prisma)).filter((key) => key.startsWith('expired-'))).toEqual([]);
   });
 
   it('stops after maxBatches, and at once when its signal is aborted', async () => {
@@ -79,13 +90,11 @@ describeEachDatabase('sweepExpired', (shared) => {
       expiresAt: at('2001-01-01T00:00:00Z'),
     }));
     await insertRecords(prisma, db.provider, rows);
-    const now = at('2001-02-01T00:00:00Z');
-    expect(await sweepExpired(prisma, { now, batchSize: 100, maxBatches: 3 })).toBe(300);
-    expect(await sweepExpired(prisma, { now, batchSize: 100, signal: AbortSignal.abort() })).toBe(0);
+    expect(await sweepExpired(prisma, { batchSize: 100, maxBatches: 3 })).toBe(300);
+    expect(await sweepExpired(prisma, { batchSize: 100, signal: AbortSignal.abort() })).toBe(0);
     expect(await countRecords(prisma, db.provider, scope)).toBe(200);
     const stopping = new AbortController();
     const deleted = await sweepExpired(prisma, {
-      now,
       batchSize: 100,
       signal: stopping.signal,
       onBatch: () => stopping.abort(),
@@ -180,7 +189,7 @@ describeEachDatabase('sweepExpired', (shared) => {
 
   it('reports counts, the oldest record and in-progress records past their lease', async () => {
     const scope = uniqueScope('stats');
-    const now = at('2002-06-01T00:00:00Z');
+    const now = await databaseNow(prisma, db.provider);
     await insertRecords(prisma, db.provider, [
       { scope, key: 'done', createdAt: at('1990-01-01T00:00:00Z'), expiresAt: at('2100-01-01T00:00:00Z') },
       {
@@ -198,12 +207,12 @@ describeEachDatabase('sweepExpired', (shared) => {
         status: 'IN_PROGRESS',
         ownerToken: 'c'.repeat(64),
         createdAt: at('1990-01-03T00:00:00Z'),
-        lockedUntil: at('2002-06-01T00:01:00Z'),
+        lockedUntil: new Date(now + 60_000),
         expiresAt: at('2100-01-01T00:00:00Z'),
       },
       { scope, key: 'expired', createdAt: at('1990-01-04T00:00:00Z'), expiresAt: at('2002-01-01T00:00:00Z') },
     ]);
-    expect(await recordStats(prisma, { now })).toEqual({
+    expect(await recordStats(prisma)).toEqual({
       total: 4,
       inProgress: 2,
       completed: 2,
@@ -212,7 +221,7 @@ describeEachDatabase('sweepExpired', (shared) => {
       expired: 1,
       stuck: 1,
     });
-    expect(await stuckRecords(prisma, { now })).toEqual([
+    expect(await stuckRecords(prisma)).toEqual([
       {
         scope,
         key: 'stuck',
@@ -222,5 +231,43 @@ describeEachDatabase('sweepExpired', (shared) => {
         expiresAt: at('2100-01-01T00:00:00Z'),
       },
     ]);
+  });
+
+  it.each([
+    ['a day behind', -DAY],
+    ['a day ahead', DAY],
+  ])('counts, lists and sweeps by the database’s clock with this process’s clock %s', async (_, shift) => {
+    const now = await databaseNow(prisma, db.provider);
+    const rows = recordsInEveryState(now, now - 30 * DAY);
+    await insertRecords(prisma, db.provider, rows);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(now + shift);
+
+    expect(await recordStats(prisma)).toEqual({
+      ...everyStateCounts,
+      oldestCreatedAt: rows[0]!.createdAt,
+      newestCreatedAt: rows.at(-1)!.createdAt,
+    });
+    expect((await stuckRecords(prisma)).map((r) => r.key)).toEqual(stuckKeys);
+    expect(await sweepExpired(prisma)).toBe(2);
+    expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
+  });
+
+  it.each([
+    ['a day behind', -DAY],
+    ['a day ahead', DAY],
+  ])('startSweeper sweeps by the database’s clock with this process’s clock %s', async (_, shift) => {
+    const now = await databaseNow(prisma, db.provider);
+    await insertRecords(prisma, db.provider, recordsInEveryState(now, now - 30 * DAY));
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(now + shift);
+
+    let swept!: (deleted: number) => void;
+    const firstSweep = new Promise<number>((resolve) => (swept = resolve));
+    const sweeper = startSweeper(prisma, { intervalMs: 1, onSweep: (deleted) => swept(deleted) });
+    const deleted = await firstSweep;
+    await sweeper.stop();
+    expect(deleted).toBe(2);
+    expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
   });
 });

@@ -1,0 +1,96 @@
+/**
+ * The SQL of the maintenance commands (sweep, stats, stuck), per database. None of it takes a
+ * parameter: expiry and leases are decided against the database's clock (see `databaseClock`),
+ * never against a time the calling process binds.
+ */
+
+import type { Provider } from './client.js';
+import { databaseClock } from './database-clock.js';
+
+const TABLE = 'idempotency_records';
+
+/**
+ * What the sweeper deletes: expired, and not a lease still running (an `IN_PROGRESS` record whose
+ * lease outlasts its expiry stays until the lease ends).
+ */
+export function sweepable(provider: Provider): string {
+  const clock = databaseClock(provider);
+  return `${clock.passed('expires_at')} AND (status = 'COMPLETED' OR locked_until IS NULL OR ${clock.passed('locked_until')})`;
+}
+
+/** An `IN_PROGRESS` record whose lease ran out (or that never had one). */
+export function stuck(provider: Provider): string {
+  const clock = databaseClock(provider);
+  return `status <> 'COMPLETED' AND (locked_until IS NULL OR ${clock.passed('locked_until')})`;
+}
+
+/**
+ * `column` as something to sort by in time order. SQLite's stored values do not sort in time
+ * order when their formats differ (every integer sorts below every text, and `…T…` text above
+ * `… …` text of the same day), so it sorts by the distance from the database's clock.
+ */
+function inTimeOrder(provider: Provider, column: string): string {
+  return provider === 'sqlite' ? databaseClock(provider).msUntil(column) : column;
+}
+
+/**
+ * SQLite: ranges of the `expires_at` index that hold every expired record, so that a sweep reads
+ * the expired records, not the whole table (the exact test, through epoch milliseconds, cannot use
+ * the index). Numbers sort below text: the first range holds the epoch-millisecond numbers up to
+ * now, the second the text up to a second from now in ISO form, which holds every expired UTC
+ * text (`…T…+00:00`, `…T…Z`, and `… …`, which sorts below `…T…` on the same day). Text with a
+ * positive zone offset sorts by its local time: such a record is swept that much late, never early.
+ */
+const SQLITE_EXPIRED_RANGES =
+  "(expires_at <= (unixepoch('now', 'subsec') * 1000) OR " +
+  "(expires_at >= '' AND expires_at <= strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+1 second')))";
+
+/**
+ * Deletes at most `batchSize` sweepable records in one short statement.
+ * `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
+ */
+export function sweepStatement(provider: Provider, batchSize: number): string {
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+    throw new RangeError('batchSize must be a positive integer');
+  }
+  const condition = sweepable(provider);
+  switch (provider) {
+    case 'mysql':
+      return `DELETE FROM ${TABLE} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
+    case 'sqlite':
+      return `DELETE FROM ${TABLE} WHERE rowid IN (SELECT rowid FROM ${TABLE} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
+    default: {
+      // The condition is checked again on the row as it is when locked, so a record taken over
+      // between the two (now live again) is not deleted; SKIP LOCKED lets sweepers on several
+      // servers work on different batches instead of queueing on the same rows.
+      const skipLocked = provider === 'postgresql' ? ' FOR UPDATE SKIP LOCKED' : '';
+      return `DELETE FROM ${TABLE} WHERE (scope, idempotency_key) IN (SELECT scope, idempotency_key FROM ${TABLE} WHERE ${condition} LIMIT ${batchSize}${skipLocked}) AND ${condition}`;
+    }
+  }
+}
+
+/**
+ * One row: `total`, `completed`, `expired` (sweepable), `stuck`, and the `oldest` and `newest`
+ * `created_at` as stored.
+ */
+export function statsQuery(provider: Provider): string {
+  const count = (condition: string) => `SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END)`;
+  const first = (order: 'ASC' | 'DESC') =>
+    provider === 'sqlite'
+      ? `(SELECT created_at FROM ${TABLE} ORDER BY ${inTimeOrder(provider, 'created_at')} ${order} LIMIT 1)`
+      : `${order === 'ASC' ? 'MIN' : 'MAX'}(created_at)`;
+  return (
+    `SELECT COUNT(*) AS total, ${count("status = 'COMPLETED'")} AS completed, ` +
+    `${count(sweepable(provider))} AS expired, ${count(stuck(provider))} AS stuck, ` +
+    `${first('ASC')} AS oldest, ${first('DESC')} AS newest FROM ${TABLE}`
+  );
+}
+
+/** At most `limit` stuck records, oldest first. `limit` is written into the SQL (a validated integer). */
+export function stuckQuery(provider: Provider, limit: number): string {
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
+  return (
+    `SELECT scope, idempotency_key, operation, created_at, locked_until, expires_at FROM ${TABLE} ` +
+    `WHERE ${stuck(provider)} ORDER BY ${inTimeOrder(provider, 'created_at')} LIMIT ${limit}`
+  );
+}
