@@ -6,7 +6,8 @@
 import { parseArgs } from 'node:util';
 import { runIdempotent } from 'idempotent-mutations';
 import { adapterForUrl, prismaStore } from 'idempotent-mutations/prisma';
-import { dialectFor } from '../src/prisma/dialect.js';
+import { recordStatements } from '../src/prisma/record-sql.js';
+import { textFor } from '../src/prisma/sql.js';
 import { benchDatabases, openClient, prepareDatabase } from './databases.js';
 import { median, orderOf } from './stats.js';
 
@@ -20,8 +21,8 @@ const adapter = (await (await adapterForUrl(database.url)).connect()) as {
 };
 // A completed record, for the read a replay makes.
 const store = prismaStore(prisma);
-const sql = dialectFor('postgresql');
 const scope = `statement-cost-${process.pid}`;
+const replayRead = recordStatements('postgresql').find(scope, 'replayed');
 const text = { scalarType: 'string', arity: 'scalar' };
 await runIdempotent({ store, scope, key: 'replayed', operation: 'payments.create', input: {} }, () => ({
   id: 1,
@@ -36,7 +37,11 @@ const cases: Record<string, () => Promise<unknown>> = {
   'an empty interactive transaction (BEGIN, COMMIT)': () => prisma.$transaction(async () => 1),
   'the replay read: prismaStore(prisma).find()': () => store.find(scope, 'replayed'),
   'the same read through the driver adapter': () =>
-    adapter.queryRaw({ sql: sql.find, args: [scope, 'replayed'], argTypes: [text, text] }),
+    adapter.queryRaw({
+      sql: textFor('postgresql', replayRead.text),
+      args: [...replayRead.values],
+      argTypes: [text, text],
+    }),
   'a transaction with 3 × SELECT 1': () =>
     prisma.$transaction(async (tx) => {
       await select1(tx);
