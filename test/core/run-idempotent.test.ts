@@ -157,6 +157,17 @@ describe('runIdempotent (memory store)', () => {
     expect(resolver).toHaveBeenCalledTimes(2);
   });
 
+  it.each([Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])(
+    'refuses a %s scope, which would put every caller without a principal in one scope',
+    async (scope) => {
+      const resolver = vi.fn(async () => 'for A');
+      await expect(runIdempotent({ ...base(), scope }, resolver)).rejects.toThrow(
+        /scope is (NaN|-?Infinity)/,
+      );
+      expect(resolver).not.toHaveBeenCalled();
+    },
+  );
+
   it('requires a scope unless the global scope is allowed', async () => {
     await expect(runIdempotent({ ...base(), scope: null }, async () => 1)).rejects.toThrow(
       /allowGlobalScope/,

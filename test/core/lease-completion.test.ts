@@ -1,0 +1,148 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { RETRYABLE_CODES, retryDelay } from '../../src/client/retry-policy.js';
+import {
+  type IdempotencyEvent,
+  IdempotencyKeyInProgressError,
+  IdempotencyOutcomeUnknownError,
+  IdempotencyStoreUnavailableError,
+  memoryStore,
+  type RunIdempotentOptions,
+  runIdempotent,
+  type Store,
+} from '../../src/index.js';
+import { gate } from '../helpers/gate.js';
+
+/** Time is faked: the heartbeat's timers, the core's clock and the memory store's clock move together. */
+function fakeTime() {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
+  return { storeClock: () => performance.timeOrigin + performance.now() };
+}
+
+/** A memory store whose lease completions fail (the database is down) the first `failures` times. */
+function storeFailingCompletions(failures: number, clock: () => number) {
+  const base = memoryStore({ clock });
+  let left = failures;
+  let attempts = 0;
+  const store: Store<undefined> = {
+    ...base,
+    lease: {
+      ...base.lease,
+      async complete(completion) {
+        attempts++;
+        if (left-- > 0) throw new IdempotencyStoreUnavailableError('the database is down');
+        return base.lease.complete(completion);
+      },
+    },
+  };
+  return { store, attempts: () => attempts };
+}
+
+function options(store: Store<undefined>, overrides: Partial<RunIdempotentOptions<undefined>> = {}) {
+  const events: IdempotencyEvent[] = [];
+  return {
+    events,
+    types: () => events.map((event) => event.type),
+    options: {
+      store,
+      scope: 'user-1',
+      key: 'charge-1',
+      operation: 'payments.charge',
+      input: { amount: 10 },
+      mode: 'lease' as const,
+      leaseMs: 10_000,
+      onEvent: (event: IdempotencyEvent) => events.push(event),
+      ...overrides,
+    },
+  };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('lease mode: storing the result after the effects happened', () => {
+  it('retries a failed completion while the lease holds, and the call succeeds', async () => {
+    const { storeClock } = fakeTime();
+    const { store, attempts } = storeFailingCompletions(3, storeClock);
+    const { options: call, types } = options(store);
+    const gateway = vi.fn(async () => ({ charged: true }));
+    const running = runIdempotent(call, gateway);
+    await vi.advanceTimersByTimeAsync(2_000);
+    await expect(running).resolves.toMatchObject({ value: { charged: true }, replayed: false });
+    expect(attempts()).toBe(4);
+    await expect(runIdempotent(call, gateway)).resolves.toMatchObject({ replayed: true });
+    expect(gateway).toHaveBeenCalledTimes(1);
+    expect(types()).toEqual(['claimed', 'completed', 'replayed']);
+  });
+
+  it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, which clients never retry by themselves, once the lease may have ended', async () => {
+    const { storeClock } = fakeTime();
+    const { store } = storeFailingCompletions(Number.POSITIVE_INFINITY, storeClock);
+    const { options: call, types } = options(store);
+    const gateway = vi.fn(async () => ({ charged: true }));
+    const running = runIdempotent(call, gateway).catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(20_000);
+    const error = await running;
+    expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
+    expect((error as Error).cause).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect(types()).toEqual(['claimed', 'outcome_unknown']);
+    // Not 503: a client that retried it would take the key over after the lease and charge again.
+    expect(RETRYABLE_CODES.has('IDEMPOTENCY_OUTCOME_UNKNOWN')).toBe(false);
+    expect(retryDelay({ kind: 'status', status: 500, idempotent: true }, 1)).toBeUndefined();
+  });
+});
+
+describe('lease mode: the heartbeat', () => {
+  it('stops renewing at maxLeaseMs, so a hung resolver’s key is freed', async () => {
+    const { storeClock } = fakeTime();
+    const store = memoryStore({ clock: storeClock });
+    const hung = gate();
+    const { options: call } = options(store, { leaseMs: 1_000, heartbeatMs: 300, maxLeaseMs: 3_000 });
+    const first = runIdempotent(call, () => hung.opened.then(() => 'late'));
+    await vi.advanceTimersByTimeAsync(2_500);
+    await expect(runIdempotent(call, async () => 'retry')).rejects.toBeInstanceOf(
+      IdempotencyKeyInProgressError,
+    );
+    await vi.advanceTimersByTimeAsync(2_000); // past maxLeaseMs, and the last renewal's lease
+    await expect(runIdempotent(call, async () => 'retry')).resolves.toMatchObject({ value: 'retry' });
+    hung.open();
+    await expect(first).rejects.toBeInstanceOf(IdempotencyKeyInProgressError); // fenced
+  });
+
+  it('keeps renewing a long resolver’s lease below maxLeaseMs', async () => {
+    const { storeClock } = fakeTime();
+    const store = memoryStore({ clock: storeClock });
+    const slow = gate();
+    const { options: call } = options(store, { leaseMs: 1_000, heartbeatMs: 300, maxLeaseMs: 60_000 });
+    const first = runIdempotent(call, () => slow.opened.then(() => 'done'));
+    await vi.advanceTimersByTimeAsync(30_000);
+    await expect(runIdempotent(call, async () => 'retry')).rejects.toBeInstanceOf(
+      IdempotencyKeyInProgressError,
+    );
+    slow.open();
+    await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
+  });
+
+  it('stops renewing once the request is aborted', async () => {
+    const { storeClock } = fakeTime();
+    const store = memoryStore({ clock: storeClock });
+    const hung = gate();
+    const aborted = new AbortController();
+    const { options: call } = options(store, { leaseMs: 1_000, heartbeatMs: 300, signal: aborted.signal });
+    const first = runIdempotent(call, () => hung.opened.then(() => 'late')).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1_500);
+    aborted.abort();
+    await vi.advanceTimersByTimeAsync(1_500);
+    await expect(runIdempotent({ ...call, signal: undefined }, async () => 'retry')).resolves.toMatchObject({
+      value: 'retry',
+    });
+    hung.open();
+    await first;
+  });
+
+  it('refuses a maxLeaseMs shorter than the lease', async () => {
+    const { options: call } = options(memoryStore(), { leaseMs: 1_000, maxLeaseMs: 500 });
+    await expect(runIdempotent(call, async () => 1)).rejects.toThrow(/maxLeaseMs/);
+  });
+});
