@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { types } from 'node:util';
 import canonicalize from 'canonicalize';
 import { IdempotencyInputError } from './errors.js';
 
@@ -66,6 +67,13 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
   if (object instanceof ArrayBuffer) return { $arrayBuffer: base64(new Uint8Array(object)) };
   if (isDecimal(object)) return { $decimal: object.toString() };
   if (object instanceof RegExp) return { $regexp: String(object) };
+  if (object instanceof Error || Object.prototype.toString.call(object) === '[object Error]') {
+    // Its message, stack and cause are not enumerable: two errors that differ only there would
+    // look the same, and an error's own fields are rarely all of its meaning.
+    throw new IdempotencyInputError(
+      `Cannot fingerprint an Error (${nameOf(object)}): pass the fields the mutation needs, e.g. { message: error.message }`,
+    );
+  }
   if (typeof Blob !== 'undefined' && object instanceof Blob) {
     // Its content can only be read asynchronously.
     throw new IdempotencyInputError(
@@ -101,18 +109,56 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
     const prototype = Object.getPrototypeOf(object);
     if (prototype === Object.prototype || prototype === null) {
       tagged = members;
-    } else if (Object.keys(members).length > 0) {
-      // An instance of a class (a custom scalar's value, say): its class and its own fields.
-      tagged = { $instance: [object.constructor?.name ?? '', members] };
     } else {
-      // Nothing of it can be seen (an Error, private fields): two of them would look the same.
-      throw new IdempotencyInputError(
-        `Cannot fingerprint a ${object.constructor?.name ?? 'object'} without fields of its own: give it a toJSON()`,
-      );
+      // An instance of a class (a custom scalar's value, say): its class and its own fields.
+      refuseHiddenState(object);
+      tagged = { $instance: [object.constructor?.name ?? '', members] };
     }
   }
   ancestors.delete(object);
   return tagged;
+}
+
+/**
+ * Refuses an object whose own enumerable fields are not all of its state, since two of them could
+ * differ only in what the fingerprint does not see: a built-in or host object that keeps its state in
+ * internal slots (a boxed primitive, URLSearchParams, Headers, a Promise, a WeakMap…, which name
+ * themselves with `Symbol.toStringTag`), an object with non-enumerable or symbol-keyed fields of its
+ * own, and one with no fields at all (private `#fields` only). Fields kept in `#private` slots next
+ * to enumerable ones cannot be detected; such a class needs a `toJSON()`.
+ */
+function refuseHiddenState(object: object): void {
+  const name = nameOf(object);
+  if (types.isBoxedPrimitive(object)) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a boxed primitive (new ${name}(…)): pass the primitive itself`,
+    );
+  }
+  if (Object.prototype.toString.call(object) !== '[object Object]') {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${name}: its state is internal, not fields of its own; convert it to plain data or give it a toJSON()`,
+    );
+  }
+  const fields = Object.keys(object).length;
+  if (fields === 0) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${name} without fields of its own: give it a toJSON()`,
+    );
+  }
+  if (
+    Object.getOwnPropertyNames(object).length !== fields ||
+    Object.getOwnPropertySymbols(object).length > 0
+  ) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${name} with non-enumerable or symbol-keyed fields: they would not be part of the fingerprint; give it a toJSON()`,
+    );
+  }
+}
+
+/** A readable name for the value in an error message. */
+function nameOf(object: object): string {
+  const name = (object as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== '' ? name : Object.prototype.toString.call(object).slice(8, -1);
 }
 
 function base64(view: ArrayBufferView): string {
