@@ -19,11 +19,22 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
  * The sha256 (hex) of the RFC 8785 canonical form of `{ operation, input }`.
  *
  * Non-JSON values carry a type tag (`{"$date": …}`, `{"$bigint": …}`, `{"$map": …}`, typed arrays,
- * `FormData`, class instances with their class name, …) and object keys that start with `$` are
- * escaped with one more `$`, so no input can forge a tag: a Date never equals its ISO string, `1`
- * never equals `"1"`, `null` never equals a missing member. Object key order does not matter;
- * `undefined` members are dropped, as JSON does. Values that cannot be told apart synchronously
- * (a `Blob` or `File`, an object with no fields of its own) are refused.
+ * `FormData`, …) and object keys that start with `$` are escaped with one more `$`, so no input can
+ * forge a tag: a Date never equals its ISO string, `1` never equals `"1"`, `null` never equals a
+ * missing member. Object key order does not matter; `undefined` members are dropped, as JSON does.
+ *
+ * No class name enters the hash, so a rename or a minifier does not change a fingerprint. Built-in
+ * values are recognized by their internal slots (a subclass of `Map` or `Date`, or a value from
+ * another realm, hashes like the built-in); Prisma's `Decimal` by its fields and methods. An instance
+ * of any other class hashes as its own enumerable fields, exactly like a plain object with the same
+ * fields (as JSON, superjson and `structuredClone` see it), or as what its `toJSON()` returns.
+ *
+ * Refused with `IDEMPOTENCY_INPUT_UNSUPPORTED`, because two different values would hash alike: an
+ * `Error` (its message is not an enumerable field), a `Blob` or `File` (readable only asynchronously),
+ * boxed primitives and built-ins whose state is internal (`URLSearchParams`, `Headers`, `Promise`,
+ * `WeakMap`…), class instances with no enumerable fields or with non-enumerable or symbol-keyed ones.
+ * State a class keeps in `#private` fields next to enumerable ones cannot be detected: give such a
+ * class a `toJSON()`.
  */
 export function fingerprint(operation: string, input: unknown, options: FingerprintOptions = {}): string {
   const canonical = canonicalJson(operation, input, options);
@@ -59,14 +70,50 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
   }
   if (value === null) return null;
   const object = value as object;
-  if (object instanceof Date) {
-    return { $date: Number.isNaN(object.getTime()) ? 'invalid' : object.toISOString() };
+  const prototype = Object.getPrototypeOf(object);
+  // Data as JSON.parse or a validator builds it skips every check for the tagged types.
+  const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
+  if (!plain) {
+    const tagged = taggedBuiltIn(object);
+    if (tagged !== undefined) return tagged;
   }
-  if (object instanceof Uint8Array) return { $bytes: base64(object) };
-  if (ArrayBuffer.isView(object)) return { $view: [object.constructor.name, base64(object)] };
-  if (object instanceof ArrayBuffer) return { $arrayBuffer: base64(new Uint8Array(object)) };
+
+  if (depth >= maxDepth) {
+    throw new IdempotencyInputError(`The input is nested deeper than ${maxDepth} levels`);
+  }
+  if (ancestors.has(object)) throw new IdempotencyInputError('The input contains a circular reference');
+  ancestors.add(object);
+  const child = (v: unknown) => toTagged(v, maxDepth, depth + 1, ancestors);
+  let tagged: Json;
+  if (Array.isArray(object)) {
+    tagged = Array.from(object, child); // a hole counts as undefined
+  } else if (plain) {
+    tagged = hasToJSON(object) ? child(toJSON(object)) : fields(object, child);
+  } else {
+    tagged = taggedContainer(object, child);
+  }
+  ancestors.delete(object);
+  return tagged;
+}
+
+/**
+ * The tag of a built-in value with no children, `undefined` for anything else. Built-ins are told
+ * by their internal slots (`util.types`, the typed arrays' own tag), never by a class name, so
+ * subclasses and values from another realm hash like the built-in itself.
+ */
+function taggedBuiltIn(object: object): Json | undefined {
+  if (types.isDate(object)) {
+    const time = Date.prototype.getTime.call(object);
+    return { $date: Number.isNaN(time) ? 'invalid' : Date.prototype.toISOString.call(object) };
+  }
+  if (ArrayBuffer.isView(object)) {
+    const name = typedArrayName.call(object); // undefined for a DataView
+    if (name === 'Uint8Array') return { $bytes: base64(object) }; // a Buffer too
+    return { $view: [name ?? 'DataView', base64(object)] };
+  }
+  if (types.isArrayBuffer(object)) return { $arrayBuffer: base64(new Uint8Array(object)) };
   if (isDecimal(object)) return { $decimal: object.toString() };
-  if (object instanceof RegExp) return { $regexp: String(object) };
+  if (types.isRegExp(object)) return { $regexp: RegExp.prototype.toString.call(object) };
   if (object instanceof Error || Object.prototype.toString.call(object) === '[object Error]') {
     // Its message, stack and cause are not enumerable: two errors that differ only there would
     // look the same, and an error's own fields are rarely all of its meaning.
@@ -80,44 +127,60 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
       'Cannot fingerprint a Blob or File: key the upload by a hash of its content instead',
     );
   }
-
-  if (depth >= maxDepth) {
-    throw new IdempotencyInputError(`The input is nested deeper than ${maxDepth} levels`);
-  }
-  if (ancestors.has(object)) throw new IdempotencyInputError('The input contains a circular reference');
-  ancestors.add(object);
-  const child = (v: unknown) => toTagged(v, maxDepth, depth + 1, ancestors);
-  let tagged: Json;
-  if (Array.isArray(object)) {
-    tagged = Array.from(object, child); // a hole counts as undefined
-  } else if (typeof FormData !== 'undefined' && object instanceof FormData) {
-    tagged = { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
-  } else if (object instanceof Map) {
-    tagged = { $map: sortByCanonical([...object].map(([k, v]) => [child(k), child(v)])) };
-  } else if (object instanceof Set) {
-    tagged = { $set: sortByCanonical([...object].map((v) => [child(v)])).map(([v]) => v as Json) };
-  } else if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
-    tagged = child((object as { toJSON(): unknown }).toJSON());
-  } else {
-    // A null-prototype object: `__proto__` and `constructor` keys are plain members here.
-    const members: { [key: string]: Json } = Object.create(null);
-    for (const key of Object.keys(object)) {
-      const member = (object as Record<string, unknown>)[key];
-      if (member === undefined) continue;
-      members[key.startsWith('$') ? `$${key}` : key] = child(member);
-    }
-    const prototype = Object.getPrototypeOf(object);
-    if (prototype === Object.prototype || prototype === null) {
-      tagged = members;
-    } else {
-      // An instance of a class (a custom scalar's value, say): its class and its own fields.
-      refuseHiddenState(object);
-      tagged = { $instance: [object.constructor?.name ?? '', members] };
-    }
-  }
-  ancestors.delete(object);
-  return tagged;
+  return undefined;
 }
+
+/** A non-plain object with children: a built-in collection, or a class instance as its own data. */
+function taggedContainer(object: object, child: (value: unknown) => Json): Json {
+  if (typeof FormData !== 'undefined' && object instanceof FormData) {
+    return { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
+  }
+  if (types.isMap(object)) {
+    const entries = Array.from(Map.prototype.entries.call(object), ([k, v]) => [child(k), child(v)]);
+    return { $map: sortByCanonical(entries) };
+  }
+  if (types.isSet(object)) {
+    const members = Array.from(Set.prototype.values.call(object), (v) => [child(v)]);
+    return { $set: sortByCanonical(members).map(([v]) => v as Json) };
+  }
+  if (hasToJSON(object)) return child(toJSON(object));
+  // A class instance hashes as its own fields, like a plain object with the same fields: class
+  // names change with a rename or a minifier, and a retry spanning that deploy must still match.
+  // A plain object from another realm (a `vm` context) has a prototype whose prototype is null.
+  if (Object.getPrototypeOf(Object.getPrototypeOf(object)) !== null) refuseHiddenState(object);
+  return fields(object, child);
+}
+
+/** Own enumerable string-keyed members; user keys starting with `$` get one more, so no tag can be forged. */
+function fields(object: object, child: (value: unknown) => Json): Json {
+  // A null-prototype object: `__proto__` and `constructor` keys are plain members here.
+  const members: { [key: string]: Json } = Object.create(null);
+  for (const key of Object.keys(object)) {
+    const member = (object as Record<string, unknown>)[key];
+    if (member === undefined) continue;
+    members[key.startsWith('$') ? `$${key}` : key] = child(member);
+  }
+  return members;
+}
+
+function hasToJSON(object: object): object is { toJSON(): unknown } {
+  return typeof (object as { toJSON?: unknown }).toJSON === 'function';
+}
+
+function toJSON(object: { toJSON(): unknown }): unknown {
+  try {
+    return object.toJSON();
+  } catch (cause) {
+    // E.g. an object that inherits Date.prototype.toJSON without being a Date.
+    throw new IdempotencyInputError(`Cannot fingerprint a ${nameOf(object)}: its toJSON() threw`, { cause });
+  }
+}
+
+/** The `Symbol.toStringTag` getter every typed array inherits: its element type, whatever its class. */
+const typedArrayName = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype),
+  Symbol.toStringTag,
+)?.get as (this: ArrayBufferView) => string | undefined;
 
 /**
  * Refuses an object whose own enumerable fields are not all of its state, since two of them could
