@@ -32,7 +32,8 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
  * Refused with `IDEMPOTENCY_INPUT_UNSUPPORTED`, because two different values would hash alike: an
  * `Error` (its message is not an enumerable field), a `Blob` or `File` (readable only asynchronously),
  * boxed primitives and built-ins whose state is internal (`URLSearchParams`, `Headers`, `Promise`,
- * `WeakMap`…), class instances with no enumerable fields or with non-enumerable or symbol-keyed ones.
+ * `WeakMap`…), a Date, Map, Set, RegExp, ArrayBuffer, DataView or FormData that also carries fields
+ * of its own, class instances with no enumerable fields or with non-enumerable or symbol-keyed ones.
  * State a class keeps in `#private` fields next to enumerable ones cannot be detected: give such a
  * class a `toJSON()`.
  */
@@ -103,17 +104,27 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
  */
 function taggedBuiltIn(object: object): Json | undefined {
   if (types.isDate(object)) {
+    refuseOwnFields(object);
     const time = Date.prototype.getTime.call(object);
     return { $date: Number.isNaN(time) ? 'invalid' : Date.prototype.toISOString.call(object) };
   }
   if (ArrayBuffer.isView(object)) {
     const name = typedArrayName.call(object); // undefined for a DataView
     if (name === 'Uint8Array') return { $bytes: base64(object) }; // a Buffer too
+    // A typed array's elements are its own keys; listing them to find others would cost O(length).
+    if (name === undefined) refuseOwnFields(object);
     return { $view: [name ?? 'DataView', base64(object)] };
   }
-  if (types.isArrayBuffer(object)) return { $arrayBuffer: base64(new Uint8Array(object)) };
+  if (types.isArrayBuffer(object)) {
+    refuseOwnFields(object);
+    return { $arrayBuffer: base64(new Uint8Array(object)) };
+  }
   if (isDecimal(object)) return { $decimal: object.toString() };
-  if (types.isRegExp(object)) return { $regexp: RegExp.prototype.toString.call(object) };
+  if (types.isRegExp(object)) {
+    // Source and flags; `lastIndex` is where the last match stopped, not part of the pattern.
+    refuseOwnFields(object);
+    return { $regexp: RegExp.prototype.toString.call(object) };
+  }
   if (object instanceof Error || Object.prototype.toString.call(object) === '[object Error]') {
     // Its message, stack and cause are not enumerable: two errors that differ only there would
     // look the same, and an error's own fields are rarely all of its meaning.
@@ -133,13 +144,16 @@ function taggedBuiltIn(object: object): Json | undefined {
 /** A non-plain object with children: a built-in collection, or a class instance as its own data. */
 function taggedContainer(object: object, child: (value: unknown) => Json): Json {
   if (typeof FormData !== 'undefined' && object instanceof FormData) {
+    refuseOwnFields(object);
     return { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
   }
   if (types.isMap(object)) {
+    refuseOwnFields(object);
     const entries = Array.from(Map.prototype.entries.call(object), ([k, v]) => [child(k), child(v)]);
     return { $map: sortByCanonical(entries) };
   }
   if (types.isSet(object)) {
+    refuseOwnFields(object);
     const members = Array.from(Set.prototype.values.call(object), (v) => [child(v)]);
     return { $set: sortByCanonical(members).map(([v]) => v as Json) };
   }
@@ -214,6 +228,19 @@ function refuseHiddenState(object: object): void {
   ) {
     throw new IdempotencyInputError(
       `Cannot fingerprint a ${name} with non-enumerable or symbol-keyed fields: they would not be part of the fingerprint; give it a toJSON()`,
+    );
+  }
+}
+
+/**
+ * Refuses a built-in value that also carries fields of its own (`Object.assign(new Date(), { tz })`,
+ * a subclass of Map with a field): its tag holds only the built-in's value, so they would be lost.
+ */
+function refuseOwnFields(object: object): void {
+  const keys = Object.keys(object);
+  if (keys.length > 0) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${nameOf(object)} with fields of its own (${keys.slice(0, 3).join(', ')}): only its value would count; pass the fields separately`,
     );
   }
 }

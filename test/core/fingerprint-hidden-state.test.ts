@@ -62,3 +62,38 @@ describe('values whose state the fingerprint cannot see', () => {
     expect((thrown as IdempotencyInputError).code).toBe('IDEMPOTENCY_INPUT_UNSUPPORTED');
   });
 });
+
+class ZonedDate extends Date {
+  constructor(
+    time: number,
+    readonly zone: string,
+  ) {
+    super(time);
+  }
+}
+const form = new FormData();
+form.set('a', '1');
+
+describe('built-in values that carry fields of their own', () => {
+  it.each([
+    ['a Date', Object.assign(new Date(0), { zone: 'Europe/Paris' })],
+    ['a Date subclass with a field', new ZonedDate(0, 'Europe/Paris')],
+    ['a Map', Object.assign(new Map(), { note: 'x' })],
+    ['a Set', Object.assign(new Set(), { note: 'x' })],
+    ['a RegExp', Object.assign(/a/, { note: 'x' })],
+    ['an ArrayBuffer', Object.assign(new ArrayBuffer(1), { note: 'x' })],
+    ['a DataView', Object.assign(new DataView(new ArrayBuffer(1)), { note: 'x' })],
+    ['FormData', Object.assign(form, { note: 'x' })],
+  ])('refuses %s, whose tag would hold only its value', (_name, value) => {
+    expect(() => fp({ value })).toThrow(IdempotencyInputError);
+    expect(() => fp({ value })).toThrow(/fields of its own/);
+  });
+
+  it('hashes a RegExp by its source and flags, not by where its last match stopped', () => {
+    const used = /a/g;
+    used.test('aaa');
+    expect(used.lastIndex).toBe(1);
+    expect(fp({ pattern: used })).toBe(fp({ pattern: /a/g }));
+    expect(fp({ pattern: /a/g })).not.toBe(fp({ pattern: /a/y }));
+  });
+});
