@@ -21,7 +21,8 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
  * Non-JSON values carry a type tag (`{"$date": …}`, `{"$bigint": …}`, `{"$map": …}`, typed arrays,
  * `FormData`, …) and object keys that start with `$` are escaped with one more `$`, so no input can
  * forge a tag: a Date never equals its ISO string, `1` never equals `"1"`, `null` never equals a
- * missing member. Object key order does not matter; `undefined` members are dropped, as JSON does.
+ * missing member, `-0` never equals `0` (a Decimal compares by value: `-0` and `0`, `1.50` and `1.5`
+ * are equal). Object key order does not matter; `undefined` members are dropped, as JSON does.
  *
  * No class name enters the hash, so a rename or a minifier does not change a fingerprint. Built-in
  * values are recognized by their internal slots (a subclass of `Map` or `Date`, or a value from
@@ -60,6 +61,8 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
     case 'boolean':
       return value;
     case 'number':
+      // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
+      if (Object.is(value, -0)) return { $number: '-0' };
       return Number.isFinite(value) ? value : { $number: String(value) };
     case 'bigint':
       return { $bigint: value.toString() };

@@ -58,6 +58,11 @@ describe('fingerprint', () => {
     ['a forged tag and a Date', { v: { $date: new Date(0).toISOString() } }, { v: new Date(0) }],
     ['undefined in an array and null', [undefined], [null]],
     ['true and 1', { v: true }, { v: 1 }],
+    ['-0 and 0', { v: -0 }, { v: 0 }],
+    ['-0 and 0 in an array', [-0], [0]],
+    ['-0 and 0 as Map values', new Map([['a', -0]]), new Map([['a', 0]])],
+    ['NaN and Infinity', { v: Number.NaN }, { v: Number.POSITIVE_INFINITY }],
+    ['Infinity and -Infinity', { v: Number.POSITIVE_INFINITY }, { v: Number.NEGATIVE_INFINITY }],
   ])('tells apart %s', (_name, a, b) => {
     expect(fingerprint('op', a)).not.toBe(fingerprint('op', b));
   });
@@ -77,6 +82,7 @@ describe('fingerprint', () => {
       ]),
     ],
     ['equal Decimals written differently', new Decimal('1.50'), new Decimal('1.5')],
+    ['a Decimal -0 and 0, which Decimal compares by value', new Decimal('-0'), new Decimal('0')],
     ['a Buffer and the same Uint8Array', Buffer.from([1, 2]), new Uint8Array([1, 2])],
   ])('equates %s', (_name, a, b) => {
     expect(fingerprint('op', a)).toBe(fingerprint('op', b));
