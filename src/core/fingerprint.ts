@@ -22,7 +22,10 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
  * `FormData`, …) and object keys that start with `$` are escaped with one more `$`, so no input can
  * forge a tag: a Date never equals its ISO string, `1` never equals `"1"`, `null` never equals a
  * missing member, `-0` never equals `0` (a Decimal compares by value: `-0` and `0`, `1.50` and `1.5`
- * are equal). Object key order does not matter; `undefined` members are dropped, as JSON does.
+ * are equal). Object key order does not matter; `undefined` members are dropped, as JSON does, and
+ * so are a plain object's symbol-keyed and non-enumerable members; an array's hole counts as
+ * `undefined`; an enumerable getter counts as the value it returns. A RegExp is its source and flags
+ * (not `lastIndex`), a typed array its element type and bytes.
  *
  * No class name enters the hash, so a rename or a minifier does not change a fingerprint. Built-in
  * values are recognized by their internal slots (a subclass of `Map` or `Date`, or a value from
@@ -268,17 +271,18 @@ function sortByCanonical(entries: Json[][]): Json[][] {
 
 /** The fields decimal.js (and so Prisma's `Decimal`) instances carry. */
 export interface DecimalLike {
-  d: number[];
+  /** The digits; `null` for NaN and ±Infinity. */
+  d: number[] | null;
   e: number;
   s: number;
   toFixed(): string;
 }
 
-/** Prisma's `Decimal` (and decimal.js instances) without importing either. */
+/** Prisma's `Decimal` (and decimal.js instances, NaN and ±Infinity included) without importing either. */
 export function isDecimal(value: object): value is DecimalLike {
   const candidate = value as { d?: unknown; e?: unknown; s?: unknown; toFixed?: unknown };
   return (
-    Array.isArray(candidate.d) &&
+    (Array.isArray(candidate.d) || candidate.d === null) &&
     typeof candidate.e === 'number' &&
     typeof candidate.s === 'number' &&
     typeof candidate.toFixed === 'function'
