@@ -33,11 +33,14 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
  * of any other class hashes as its own enumerable fields, exactly like a plain object with the same
  * fields (as JSON, superjson and `structuredClone` see it), or as what its `toJSON()` returns.
  *
- * Refused with `IDEMPOTENCY_INPUT_UNSUPPORTED`, because two different values would hash alike: an
- * `Error` (its message is not an enumerable field), a `Blob` or `File` (readable only asynchronously),
- * boxed primitives and built-ins whose state is internal (`URLSearchParams`, `Headers`, `Promise`,
- * `WeakMap`…), a Date, Map, Set, RegExp, ArrayBuffer, DataView or FormData that also carries fields
- * of its own, class instances with no enumerable fields or with non-enumerable or symbol-keyed ones.
+ * Refused with `IDEMPOTENCY_INPUT_UNSUPPORTED`, because two different values would hash alike:
+ * - an `Error` (its message is not an enumerable field), a `Blob` or `File` (readable only
+ *   asynchronously);
+ * - boxed primitives, and objects that name themselves with `Symbol.toStringTag` without being a
+ *   tagged type or having a `toJSON()` (built-ins whose state is internal: `URLSearchParams`,
+ *   `Headers`, `Promise`, `WeakMap`…);
+ * - a Date, Map, Set, RegExp, ArrayBuffer, DataView or FormData that carries fields of its own;
+ * - a class instance with no enumerable fields, or with non-enumerable or symbol-keyed ones.
  * State a class keeps in `#private` fields next to enumerable ones cannot be detected: give such a
  * class a `toJSON()`.
  */
@@ -211,29 +214,28 @@ const typedArrayName = Object.getOwnPropertyDescriptor(
  * to enumerable ones cannot be detected; such a class needs a `toJSON()`.
  */
 function refuseHiddenState(object: object): void {
-  const name = nameOf(object);
   if (types.isBoxedPrimitive(object)) {
     throw new IdempotencyInputError(
-      `Cannot fingerprint a boxed primitive (new ${name}(…)): pass the primitive itself`,
+      `Cannot fingerprint a boxed primitive (new ${nameOf(object)}(…)): pass the primitive itself`,
     );
   }
   if (Object.prototype.toString.call(object) !== '[object Object]') {
     throw new IdempotencyInputError(
-      `Cannot fingerprint a ${name}: its state is internal, not fields of its own; convert it to plain data or give it a toJSON()`,
+      `Cannot fingerprint a ${nameOf(object)}: its state is internal, not fields of its own; convert it to plain data or give it a toJSON()`,
     );
   }
-  const fields = Object.keys(object).length;
-  if (fields === 0) {
+  const enumerable = Object.keys(object).length;
+  if (enumerable === 0) {
     throw new IdempotencyInputError(
-      `Cannot fingerprint a ${name} without fields of its own: give it a toJSON()`,
+      `Cannot fingerprint a ${nameOf(object)} without fields of its own: give it a toJSON()`,
     );
   }
   if (
-    Object.getOwnPropertyNames(object).length !== fields ||
+    Object.getOwnPropertyNames(object).length !== enumerable ||
     Object.getOwnPropertySymbols(object).length > 0
   ) {
     throw new IdempotencyInputError(
-      `Cannot fingerprint a ${name} with non-enumerable or symbol-keyed fields: they would not be part of the fingerprint; give it a toJSON()`,
+      `Cannot fingerprint a ${nameOf(object)} with non-enumerable or symbol-keyed fields: they would not be part of the fingerprint; give it a toJSON()`,
     );
   }
 }
