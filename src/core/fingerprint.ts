@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { types } from 'node:util';
 import canonicalize from 'canonicalize';
 import { IdempotencyInputError } from './errors.js';
 
@@ -18,11 +19,30 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
  * The sha256 (hex) of the RFC 8785 canonical form of `{ operation, input }`.
  *
  * Non-JSON values carry a type tag (`{"$date": …}`, `{"$bigint": …}`, `{"$map": …}`, typed arrays,
- * `FormData`, class instances with their class name, …) and object keys that start with `$` are
- * escaped with one more `$`, so no input can forge a tag: a Date never equals its ISO string, `1`
- * never equals `"1"`, `null` never equals a missing member. Object key order does not matter;
- * `undefined` members are dropped, as JSON does. Values that cannot be told apart synchronously
- * (a `Blob` or `File`, an object with no fields of its own) are refused.
+ * `FormData`, …) and object keys that start with `$` are escaped with one more `$`, so no input can
+ * forge a tag: a Date never equals its ISO string, `1` never equals `"1"`, `null` never equals a
+ * missing member, `-0` never equals `0` (a Decimal compares by value: `-0` and `0`, `1.50` and `1.5`
+ * are equal). Object key order does not matter; `undefined` members are dropped, as JSON does, and
+ * so are a plain object's symbol-keyed and non-enumerable members; an array's hole counts as
+ * `undefined`; an enumerable getter counts as the value it returns. A RegExp is its source and flags
+ * (not `lastIndex`), a typed array its element type and bytes.
+ *
+ * No class name enters the hash, so a rename or a minifier does not change a fingerprint. Built-in
+ * values are recognized by their internal slots (a subclass of `Map` or `Date`, or a value from
+ * another realm, hashes like the built-in); Prisma's `Decimal` by its fields and methods. An instance
+ * of any other class hashes as its own enumerable fields, exactly like a plain object with the same
+ * fields (as JSON, superjson and `structuredClone` see it), or as what its `toJSON()` returns.
+ *
+ * Refused with `IDEMPOTENCY_INPUT_UNSUPPORTED`, because two different values would hash alike:
+ * - an `Error` (its message is not an enumerable field), a `Blob` or `File` (readable only
+ *   asynchronously);
+ * - boxed primitives, and objects that name themselves with `Symbol.toStringTag` without being a
+ *   tagged type or having a `toJSON()` (built-ins whose state is internal: `URLSearchParams`,
+ *   `Headers`, `Promise`, `WeakMap`…);
+ * - a Date, Map, Set, RegExp, ArrayBuffer, DataView or FormData that carries fields of its own;
+ * - a class instance with no enumerable fields, or with non-enumerable or symbol-keyed ones.
+ * State a class keeps in `#private` fields next to enumerable ones cannot be detected: give such a
+ * class a `toJSON()`.
  */
 export function fingerprint(operation: string, input: unknown, options: FingerprintOptions = {}): string {
   const canonical = canonicalJson(operation, input, options);
@@ -47,6 +67,8 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
     case 'boolean':
       return value;
     case 'number':
+      // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
+      if (Object.is(value, -0)) return { $number: '-0' };
       return Number.isFinite(value) ? value : { $number: String(value) };
     case 'bigint':
       return { $bigint: value.toString() };
@@ -58,19 +80,12 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
   }
   if (value === null) return null;
   const object = value as object;
-  if (object instanceof Date) {
-    return { $date: Number.isNaN(object.getTime()) ? 'invalid' : object.toISOString() };
-  }
-  if (object instanceof Uint8Array) return { $bytes: base64(object) };
-  if (ArrayBuffer.isView(object)) return { $view: [object.constructor.name, base64(object)] };
-  if (object instanceof ArrayBuffer) return { $arrayBuffer: base64(new Uint8Array(object)) };
-  if (isDecimal(object)) return { $decimal: object.toString() };
-  if (object instanceof RegExp) return { $regexp: String(object) };
-  if (typeof Blob !== 'undefined' && object instanceof Blob) {
-    // Its content can only be read asynchronously.
-    throw new IdempotencyInputError(
-      'Cannot fingerprint a Blob or File: key the upload by a hash of its content instead',
-    );
+  const prototype = Object.getPrototypeOf(object);
+  // Data as JSON.parse or a validator builds it skips every check for the tagged types.
+  const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
+  if (!plain) {
+    const tagged = taggedBuiltIn(object);
+    if (tagged !== undefined) return tagged;
   }
 
   if (depth >= maxDepth) {
@@ -82,37 +97,166 @@ function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Se
   let tagged: Json;
   if (Array.isArray(object)) {
     tagged = Array.from(object, child); // a hole counts as undefined
-  } else if (typeof FormData !== 'undefined' && object instanceof FormData) {
-    tagged = { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
-  } else if (object instanceof Map) {
-    tagged = { $map: sortByCanonical([...object].map(([k, v]) => [child(k), child(v)])) };
-  } else if (object instanceof Set) {
-    tagged = { $set: sortByCanonical([...object].map((v) => [child(v)])).map(([v]) => v as Json) };
-  } else if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
-    tagged = child((object as { toJSON(): unknown }).toJSON());
+  } else if (plain) {
+    tagged = hasToJSON(object) ? child(toJSON(object)) : fields(object, child);
   } else {
-    // A null-prototype object: `__proto__` and `constructor` keys are plain members here.
-    const members: { [key: string]: Json } = Object.create(null);
-    for (const key of Object.keys(object)) {
-      const member = (object as Record<string, unknown>)[key];
-      if (member === undefined) continue;
-      members[key.startsWith('$') ? `$${key}` : key] = child(member);
-    }
-    const prototype = Object.getPrototypeOf(object);
-    if (prototype === Object.prototype || prototype === null) {
-      tagged = members;
-    } else if (Object.keys(members).length > 0) {
-      // An instance of a class (a custom scalar's value, say): its class and its own fields.
-      tagged = { $instance: [object.constructor?.name ?? '', members] };
-    } else {
-      // Nothing of it can be seen (an Error, private fields): two of them would look the same.
-      throw new IdempotencyInputError(
-        `Cannot fingerprint a ${object.constructor?.name ?? 'object'} without fields of its own: give it a toJSON()`,
-      );
-    }
+    tagged = taggedContainer(object, child);
   }
   ancestors.delete(object);
   return tagged;
+}
+
+/**
+ * The tag of a built-in value with no children, `undefined` for anything else. Built-ins are told
+ * by their internal slots (`util.types`, the typed arrays' own tag), never by a class name, so
+ * subclasses and values from another realm hash like the built-in itself.
+ */
+function taggedBuiltIn(object: object): Json | undefined {
+  if (types.isDate(object)) {
+    refuseOwnFields(object);
+    const time = Date.prototype.getTime.call(object);
+    return { $date: Number.isNaN(time) ? 'invalid' : Date.prototype.toISOString.call(object) };
+  }
+  if (ArrayBuffer.isView(object)) {
+    const name = typedArrayName.call(object); // undefined for a DataView
+    if (name === 'Uint8Array') return { $bytes: base64(object) }; // a Buffer too
+    // A typed array's elements are its own keys; listing them to find others would cost O(length).
+    if (name === undefined) refuseOwnFields(object);
+    return { $view: [name ?? 'DataView', base64(object)] };
+  }
+  if (types.isArrayBuffer(object)) {
+    refuseOwnFields(object);
+    return { $arrayBuffer: base64(new Uint8Array(object)) };
+  }
+  if (isDecimal(object)) return { $decimal: object.toString() };
+  if (types.isRegExp(object)) {
+    // Source and flags; `lastIndex` is where the last match stopped, not part of the pattern.
+    refuseOwnFields(object);
+    return { $regexp: RegExp.prototype.toString.call(object) };
+  }
+  if (object instanceof Error || Object.prototype.toString.call(object) === '[object Error]') {
+    // Its message, stack and cause are not enumerable: two errors that differ only there would
+    // look the same, and an error's own fields are rarely all of its meaning.
+    throw new IdempotencyInputError(
+      `Cannot fingerprint an Error (${nameOf(object)}): pass the fields the mutation needs, e.g. { message: error.message }`,
+    );
+  }
+  if (typeof Blob !== 'undefined' && object instanceof Blob) {
+    // Its content can only be read asynchronously.
+    throw new IdempotencyInputError(
+      'Cannot fingerprint a Blob or File: key the upload by a hash of its content instead',
+    );
+  }
+  return undefined;
+}
+
+/** A non-plain object with children: a built-in collection, or a class instance as its own data. */
+function taggedContainer(object: object, child: (value: unknown) => Json): Json {
+  if (typeof FormData !== 'undefined' && object instanceof FormData) {
+    refuseOwnFields(object);
+    return { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
+  }
+  if (types.isMap(object)) {
+    refuseOwnFields(object);
+    const entries = Array.from(Map.prototype.entries.call(object), ([k, v]) => [child(k), child(v)]);
+    return { $map: sortByCanonical(entries) };
+  }
+  if (types.isSet(object)) {
+    refuseOwnFields(object);
+    const members = Array.from(Set.prototype.values.call(object), (v) => [child(v)]);
+    return { $set: sortByCanonical(members).map(([v]) => v as Json) };
+  }
+  if (hasToJSON(object)) return child(toJSON(object));
+  // A class instance hashes as its own fields, like a plain object with the same fields: class
+  // names change with a rename or a minifier, and a retry spanning that deploy must still match.
+  // A plain object from another realm (a `vm` context) has a prototype whose prototype is null.
+  if (Object.getPrototypeOf(Object.getPrototypeOf(object)) !== null) refuseHiddenState(object);
+  return fields(object, child);
+}
+
+/** Own enumerable string-keyed members; user keys starting with `$` get one more, so no tag can be forged. */
+function fields(object: object, child: (value: unknown) => Json): Json {
+  // A null-prototype object: `__proto__` and `constructor` keys are plain members here.
+  const members: { [key: string]: Json } = Object.create(null);
+  for (const key of Object.keys(object)) {
+    const member = (object as Record<string, unknown>)[key];
+    if (member === undefined) continue;
+    members[key.startsWith('$') ? `$${key}` : key] = child(member);
+  }
+  return members;
+}
+
+function hasToJSON(object: object): object is { toJSON(): unknown } {
+  return typeof (object as { toJSON?: unknown }).toJSON === 'function';
+}
+
+function toJSON(object: { toJSON(): unknown }): unknown {
+  try {
+    return object.toJSON();
+  } catch (cause) {
+    // E.g. an object that inherits Date.prototype.toJSON without being a Date.
+    throw new IdempotencyInputError(`Cannot fingerprint a ${nameOf(object)}: its toJSON() threw`, { cause });
+  }
+}
+
+/** The `Symbol.toStringTag` getter every typed array inherits: its element type, whatever its class. */
+const typedArrayName = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype),
+  Symbol.toStringTag,
+)?.get as (this: ArrayBufferView) => string | undefined;
+
+/**
+ * Refuses an object whose own enumerable fields are not all of its state, since two of them could
+ * differ only in what the fingerprint does not see: a built-in or host object that keeps its state in
+ * internal slots (a boxed primitive, URLSearchParams, Headers, a Promise, a WeakMap…, which name
+ * themselves with `Symbol.toStringTag`), an object with non-enumerable or symbol-keyed fields of its
+ * own, and one with no fields at all (private `#fields` only). Fields kept in `#private` slots next
+ * to enumerable ones cannot be detected; such a class needs a `toJSON()`.
+ */
+function refuseHiddenState(object: object): void {
+  if (types.isBoxedPrimitive(object)) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a boxed primitive (new ${nameOf(object)}(…)): pass the primitive itself`,
+    );
+  }
+  if (Object.prototype.toString.call(object) !== '[object Object]') {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${nameOf(object)}: its state is internal, not fields of its own; convert it to plain data or give it a toJSON()`,
+    );
+  }
+  const enumerable = Object.keys(object).length;
+  if (enumerable === 0) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${nameOf(object)} without fields of its own: give it a toJSON()`,
+    );
+  }
+  if (
+    Object.getOwnPropertyNames(object).length !== enumerable ||
+    Object.getOwnPropertySymbols(object).length > 0
+  ) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${nameOf(object)} with non-enumerable or symbol-keyed fields: they would not be part of the fingerprint; give it a toJSON()`,
+    );
+  }
+}
+
+/**
+ * Refuses a built-in value that also carries fields of its own (`Object.assign(new Date(), { tz })`,
+ * a subclass of Map with a field): its tag holds only the built-in's value, so they would be lost.
+ */
+function refuseOwnFields(object: object): void {
+  const keys = Object.keys(object);
+  if (keys.length > 0) {
+    throw new IdempotencyInputError(
+      `Cannot fingerprint a ${nameOf(object)} with fields of its own (${keys.slice(0, 3).join(', ')}): only its value would count; pass the fields separately`,
+    );
+  }
+}
+
+/** A readable name for the value in an error message. */
+function nameOf(object: object): string {
+  const name = (object as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== '' ? name : Object.prototype.toString.call(object).slice(8, -1);
 }
 
 function base64(view: ArrayBufferView): string {
@@ -129,17 +273,18 @@ function sortByCanonical(entries: Json[][]): Json[][] {
 
 /** The fields decimal.js (and so Prisma's `Decimal`) instances carry. */
 export interface DecimalLike {
-  d: number[];
+  /** The digits; `null` for NaN and ±Infinity. */
+  d: number[] | null;
   e: number;
   s: number;
   toFixed(): string;
 }
 
-/** Prisma's `Decimal` (and decimal.js instances) without importing either. */
+/** Prisma's `Decimal` (and decimal.js instances, NaN and ±Infinity included) without importing either. */
 export function isDecimal(value: object): value is DecimalLike {
   const candidate = value as { d?: unknown; e?: unknown; s?: unknown; toFixed?: unknown };
   return (
-    Array.isArray(candidate.d) &&
+    (Array.isArray(candidate.d) || candidate.d === null) &&
     typeof candidate.e === 'number' &&
     typeof candidate.s === 'number' &&
     typeof candidate.toFixed === 'function'

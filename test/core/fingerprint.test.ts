@@ -58,6 +58,16 @@ describe('fingerprint', () => {
     ['a forged tag and a Date', { v: { $date: new Date(0).toISOString() } }, { v: new Date(0) }],
     ['undefined in an array and null', [undefined], [null]],
     ['true and 1', { v: true }, { v: 1 }],
+    ['a NaN Decimal and its text', { v: new Decimal(Number.NaN) }, { v: 'NaN' }],
+    ['an infinite Decimal and its text', { v: new Decimal('-Infinity') }, { v: '-Infinity' }],
+    ['NaN and infinite Decimals', new Decimal(Number.NaN), new Decimal('Infinity')],
+    ['-0 and 0', { v: -0 }, { v: 0 }],
+    ['-0 and 0 in an array', [-0], [0]],
+    ['-0 and 0 as Map values', new Map([['a', -0]]), new Map([['a', 0]])],
+    ['NaN and Infinity', { v: Number.NaN }, { v: Number.POSITIVE_INFINITY }],
+    ['Infinity and -Infinity', { v: Number.POSITIVE_INFINITY }, { v: Number.NEGATIVE_INFINITY }],
+    ['two URLs', new URL('https://shop.example/a'), new URL('https://shop.example/b')],
+    ['an invalid Date and a valid one', new Date(Number.NaN), new Date(0)],
   ])('tells apart %s', (_name, a, b) => {
     expect(fingerprint('op', a)).not.toBe(fingerprint('op', b));
   });
@@ -77,7 +87,25 @@ describe('fingerprint', () => {
       ]),
     ],
     ['equal Decimals written differently', new Decimal('1.50'), new Decimal('1.5')],
+    ['a Decimal -0 and 0, which Decimal compares by value', new Decimal('-0'), new Decimal('0')],
     ['a Buffer and the same Uint8Array', Buffer.from([1, 2]), new Uint8Array([1, 2])],
+    ['invalid Dates', new Date(Number.NaN), new Date('not a date')],
+    [
+      'an enumerable getter and its value',
+      {
+        get v() {
+          return 1;
+        },
+      },
+      { v: 1 },
+    ],
+    // biome-ignore lint/suspicious/noSparseArray: a hole, as JSON and superjson see it
+    ['a hole and undefined in an array', [, 1], [undefined, 1]],
+    [
+      'a plain object with and without symbol-keyed or non-enumerable members, which JSON ignores too',
+      Object.defineProperty({ a: 1, [Symbol.for('x')]: 2 }, 'hidden', { value: 3 }),
+      { a: 1 },
+    ],
   ])('equates %s', (_name, a, b) => {
     expect(fingerprint('op', a)).toBe(fingerprint('op', b));
   });
