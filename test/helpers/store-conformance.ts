@@ -118,6 +118,21 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(resolver).toHaveBeenCalledTimes(1);
       });
 
+      it('stores a replayable error over a record that expired, and replays it', async () => {
+        const scope = uniqueScope();
+        const replayErrors = (error: unknown) => (error as Error).message === 'card declined';
+        const { options } = call(scope, mode, { ttlMs: 60_000, replayErrors });
+        await runIdempotent(options, async () => 'long ago');
+        await target().travel(scope, 61_000);
+        const reused = { ...options, input: { amount: 2 } };
+        const declined = vi.fn(async () => {
+          throw new Error('card declined');
+        });
+        await expect(runIdempotent(reused, declined)).rejects.toThrow('card declined');
+        await expect(runIdempotent(reused, declined)).rejects.toThrow('card declined');
+        expect(declined).toHaveBeenCalledTimes(1);
+      });
+
       it('keeps scopes apart: the same key in two scopes runs twice', async () => {
         const resolver = vi.fn(async () => 'ok');
         await runIdempotent(call(uniqueScope(), mode).options, resolver);

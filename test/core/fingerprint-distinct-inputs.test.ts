@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { fingerprint, IdempotencyInputError } from '../../src/index.js';
 
-// Two different validated inputs must not share a fingerprint, or a retry with another input would
-// replay the first answer instead of IDEMPOTENCY_KEY_MISMATCH. These used to fall through to
-// `Object.keys`, which sees nothing of them.
+// Two different validated inputs never share a fingerprint, or a retry with another input would
+// replay the first answer instead of IDEMPOTENCY_KEY_MISMATCH: values whose content `Object.keys`
+// does not see (FormData, ArrayBuffer, RegExp, …) are hashed by what they hold.
 const fp = (input: unknown) => fingerprint('files.upload', input);
 const form = (value: string) => {
   const f = new FormData();
