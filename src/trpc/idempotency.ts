@@ -169,6 +169,12 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
     const ctx = opts.ctx as Ctx;
     const policy = (opts.meta as IdempotencyMeta | undefined)?.idempotency;
     let replayed = false;
+    /** The resolver's own error, thrown into the store, and tRPC's wrapper of it. */
+    let failed: { error: unknown; wrapper: TRPCError } | undefined;
+    const failure = (wrapper: TRPCError): unknown => {
+      failed = { error: resolverErrorOf(wrapper), wrapper };
+      return failed.error;
+    };
     const signalReplay = () => {
       // In a batch the header would speak for every call in it.
       if (replayed && callsInRequest(ctx, opts.batchIndex) === 1)
@@ -204,7 +210,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         }
         return await store.transaction(async (session) => {
           const result = await opts.next({ ctx: contextOf(session.tx, null) });
-          if (!result.ok) throw result.error;
+          if (!result.ok) throw failure(result.error);
           return result;
         });
       }
@@ -243,8 +249,9 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           };
           const result = await opts.next(downstream);
           // tRPC hands back the resolver's error instead of throwing it: throwing it here is
-          // what rolls the transaction back.
-          if (!result.ok) throw result.error;
+          // what rolls the transaction back. The resolver's own error, not tRPC's wrapper, is
+          // what the store retries on (a write conflict) and what `replayErrors` judges.
+          if (!result.ok) throw failure(result.error);
           ran = result;
           return result.data;
         },
@@ -255,6 +262,8 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       return { ok: true, data: outcome.value } as Result;
     } catch (error) {
       signalReplay();
+      // The client gets the resolver's failure as tRPC answered it.
+      if (failed && error === failed.error) throw failed.wrapper;
       if (!isIdempotencyError(error)) throw error;
       if (error.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
         const { retryAfterSeconds } = error as IdempotencyKeyInProgressError;
@@ -263,6 +272,23 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       throw toTRPCError(error);
     }
   };
+}
+
+/**
+ * What the resolver threw. tRPC turns anything but a `TRPCError` into an `INTERNAL_SERVER_ERROR`
+ * whose `cause` is the thrown error and whose stack is that error's own stack
+ * (`getTRPCErrorFromUnknown`): exactly that wrapper is unwrapped. A `TRPCError` the resolver threw
+ * itself, even one wrapping another error, has a stack of its own and stays as it is.
+ */
+function resolverErrorOf(error: TRPCError): unknown {
+  const { cause } = error;
+  const wrapped =
+    error.code === 'INTERNAL_SERVER_ERROR' &&
+    cause instanceof Error &&
+    !(cause instanceof TRPCError) &&
+    typeof cause.stack === 'string' &&
+    error.stack === cause.stack;
+  return wrapped ? cause : error;
 }
 
 /**
