@@ -1,12 +1,13 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import {
-  type IdempotencyKeyInProgressError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
+import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
+import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
 import {
   callsInRequest,
@@ -202,14 +203,9 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
             `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
           );
         }
-        // Unrecorded, but `ctx.tx` is still what the resolver expects: the plain client in lease
-        // mode, else a transaction.
-        const { store } = core;
-        if ((policy?.mode ?? core.mode ?? store.defaults?.mode) === 'lease' && store.lease) {
-          return await opts.next({ ctx: contextOf(store.lease.client, null) });
-        }
-        return await store.transaction(async (session) => {
-          const result = await opts.next({ ctx: contextOf(session.tx, null) });
+        const mode = modeOf(core.store, policy?.mode, core.mode);
+        return await runUnrecorded(core.store, mode, async (tx) => {
+          const result = await opts.next({ ctx: contextOf(tx, null) });
           if (!result.ok) throw failure(result.error);
           return result;
         });
@@ -265,9 +261,8 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       // The client gets the resolver's failure as tRPC answered it.
       if (failed && error === failed.error) throw failed.wrapper;
       if (!isIdempotencyError(error)) throw error;
-      if (error.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
-        const { retryAfterSeconds } = error as IdempotencyKeyInProgressError;
-        setResponseHeader(ctx, 'Retry-After', String(retryAfterSeconds));
+      for (const [name, value] of Object.entries(httpAnswerOf(error).headers ?? {})) {
+        setResponseHeader(ctx, name, value);
       }
       throw toTRPCError(error);
     }
