@@ -1,4 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
+import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -452,6 +453,27 @@ describe('idempotency() through createCaller', () => {
     expect(error.cause).toMatchObject({ code: 'IDEMPOTENCY_RESULT_TOO_LARGE' });
     expect(await store.find('alice', 'k-big')).toBeNull();
     expect(seen).toHaveLength(1);
+  });
+
+  it('answers a result that cannot be stored with INTERNAL_SERVER_ERROR (500) / IDEMPOTENCY_RESULT_UNSTORABLE, storing nothing', async () => {
+    const store = memoryStore();
+    let runs = 0;
+    const router = t.router({
+      echo: t.procedure
+        .input(payment)
+        .use(idempotency({ store, scope: ({ ctx }) => ctx.user.id }))
+        .mutation(() => {
+          runs++;
+          return JSON.parse('{"__proto__": 1}') as unknown;
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const error = await rejectionOf(caller.echo({ amount: '1' }));
+    expect(error.code).toBe('INTERNAL_SERVER_ERROR');
+    expect(getHTTPStatusCodeFromError(error)).toBe(500);
+    expect(error.cause).toMatchObject({ code: 'IDEMPOTENCY_RESULT_UNSTORABLE' });
+    expect(await store.find('u', 'k')).toBeNull();
+    expect(runs).toBe(1);
   });
 
   it('rolls back on a thrown TRPCError and leaves the key retryable', async () => {
