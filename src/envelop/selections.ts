@@ -30,7 +30,7 @@ export function idempotentSelections(
   schema: GraphQLSchema,
   document: DocumentNode,
   operation: OperationDefinitionNode,
-  idempotentFields: ReadonlySet<string>,
+  idempotentFields: Pick<ReadonlySet<string>, 'has' | 'size'>,
 ): IdempotentSelection[] {
   const mutationType = schema.getMutationType();
   if (!mutationType || idempotentFields.size === 0) return [];

@@ -74,7 +74,9 @@ export interface UseIdempotencyOptions<Context = any, Tx = unknown>
    * `@idempotent(mode:)` of its own (those fields also fall back to the store's default mode).
    * Operations under an `Idempotency-Key` header run in lease mode only when this says `'lease'`:
    * in a transaction an operation is all or nothing, while under a lease the writes of fields
-   * that succeeded stay when another field fails, and the released key runs them all again.
+   * that succeeded stay when another field fails, and the released key runs them all again. A
+   * header key on an operation selecting a field whose `@idempotent(mode:)` is another mode is
+   * refused (`IDEMPOTENCY_KEY_INVALID`): that field's key goes in its argument instead.
    * @default the store's `defaults.mode` for fields, 'transactional' for header keys
    */
   mode?: RunIdempotentOptions['mode'];
@@ -143,7 +145,7 @@ const instances = new WeakSet<object>();
  * - **Operation-level:** an `Idempotency-Key` header on a mutation operation claims the whole
  *   operation: it executes inside one transaction and its result is replayed verbatim.
  *
- * Queries and subscriptions are never touched. The user's schema is never changed: mutations
+ * Queries and subscriptions are otherwise never touched. The user's schema is never changed: mutations
  * execute against a copy of it that this plugin makes (once per schema), whose idempotent root
  * fields run through it; each `useIdempotency` has its own copy, store and scope.
  */
@@ -200,12 +202,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
     key: string | undefined,
   ): void {
     const coordinate = (name: string) => `${schema.getMutationType()?.name}.${name}`;
-    for (const { fieldName, atRoot } of idempotentSelections(
-      schema,
-      document,
-      operation,
-      new Set(fields.keys()),
-    )) {
+    for (const { fieldName, atRoot } of idempotentSelections(schema, document, operation, fields)) {
       if (key === undefined && !atRoot) {
         throw new IdempotencyKeyInvalidError(
           `${coordinate(fieldName)} is idempotent only as a root field of a mutation; select it there, with its "${argumentName}" argument` +
