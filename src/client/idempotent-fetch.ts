@@ -1,4 +1,4 @@
-import { operationTypeOf, passesArgument } from './graphql-document.js';
+import { operationTypeOf, passesArgument, rootKeyCoverage } from './graphql-document.js';
 import { keyHeaderValue } from './key-header.js';
 import {
   type AttemptFailure,
@@ -21,9 +21,10 @@ export interface IdempotentFetchOptions {
   header?: string;
   /**
    * The argument of field-level keys (as the server's `useIdempotency` names it). A mutation whose
-   * document gives it a value (not `null`, nor a variable left unset or null) already carries its
+   * root fields all give it a value (not `null`, nor a variable left unset or null) carries its own
    * keys: it gets no header (the server would refuse a header that disagrees with them), and its
-   * retries resend those same keys.
+   * retries resend those same keys. A mutation where only some root fields pass one is sent once
+   * and never retried: another attempt would run the fields without a key again.
    * @default 'idempotencyKey'
    */
   argumentName?: string;
@@ -46,8 +47,10 @@ export interface IdempotentFetchOptions {
  * Every other request (queries, subscriptions, batched arrays, persisted queries without their
  * text, multipart uploads) is passed to `fetch` untouched.
  *
- * A retry sends the whole operation again: the server must treat the operation as one idempotent
- * unit (an operation-level key), which is what the header is for.
+ * A retry sends the whole operation again, so only a mutation whose every root field is covered
+ * by a key is retried: by the header (an operation-level key, which covers them all) or by a key
+ * argument on each root field. A mutation mixing root fields with and without a key argument is
+ * sent once.
  */
 export function idempotentFetch(
   fetch: FetchFunction = globalThis.fetch,
@@ -60,6 +63,24 @@ export function idempotentFetch(
     retry,
   } = options;
 
+  /**
+   * Adds a key header to a mutation that carries no field-level key at its root, since the header
+   * then covers the whole operation. Returns whether the mutation's root fields are all covered by
+   * a key: with the header, or each with a key argument of its own.
+   */
+  const keyMutation = (mutation: Mutation, headers: Headers): boolean => {
+    const { query, operationName, variables } = mutation;
+    const coverage = rootKeyCoverage(query, operationName, argumentName, variables);
+    // A document this client cannot read: the header is safe if no key is passed anywhere.
+    const keyed = coverage?.keyed ?? (passesArgument(query, argumentName, variables) ? undefined : 0);
+    if (keyed === 0) {
+      headers.set(header, keyHeaderValue(generateKey()));
+      return true;
+    }
+    // Some root fields pass keys: a header would have to agree with each, so none is added.
+    return coverage !== undefined && keyed === coverage.fields;
+  };
+
   return async (input, init) => {
     const request = input instanceof Request ? input : undefined;
     const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
@@ -69,9 +90,7 @@ export function idempotentFetch(
     if (mutation === undefined) return fetch(input, init);
 
     const headers = new Headers(init?.headers ?? request?.headers);
-    if (!headers.has(header) && !passesArgument(mutation.query, argumentName, mutation.variables)) {
-      headers.set(header, keyHeaderValue(generateKey()));
-    }
+    const retried = headers.has(header) || keyMutation(mutation, headers);
     const signal = init?.signal ?? request?.signal;
     // The body is sent again on every attempt, so it travels as the text read above.
     const send = () =>
@@ -79,12 +98,15 @@ export function idempotentFetch(
         ? fetch(new Request(request, { headers, body }))
         : fetch(input, { ...init, method, headers, body });
 
+    // An operation whose root fields are not all covered by a key is sent once: another attempt
+    // could run the uncovered ones again.
+    const policy = retried ? retry : { ...retry, attempts: 1 };
     for (let attempt = 1; ; attempt++) {
       let response: Response;
       try {
         response = await send();
       } catch (error) {
-        const delay = signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, retry);
+        const delay = signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
         if (delay === undefined) throw error;
         await sleep(delay, signal);
         continue;
@@ -95,7 +117,7 @@ export function idempotentFetch(
         retryAfter: response.headers.get('retry-after'),
         idempotent: RETRYABLE_STATUSES.has(response.status) ? await answeredByLayer(response) : undefined,
       };
-      const delay = signal?.aborted ? undefined : retryDelay(failure, attempt, retry);
+      const delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
       if (delay === undefined) return response;
       await response.body?.cancel().catch(() => undefined);
       await sleep(delay, signal);
@@ -120,8 +142,15 @@ async function bodyText(
   return undefined;
 }
 
+/** A GraphQL request running a mutation. */
+interface Mutation {
+  query: string;
+  operationName: string | undefined;
+  variables: Record<string, unknown>;
+}
+
 /** The document and variables of a body that is one GraphQL operation, over JSON, running a mutation. */
-function mutationOf(body: string): { query: string; variables: Record<string, unknown> } | undefined {
+function mutationOf(body: string): Mutation | undefined {
   let payload: unknown;
   try {
     payload = JSON.parse(body);
@@ -135,10 +164,10 @@ function mutationOf(body: string): { query: string; variables: Record<string, un
     variables?: unknown;
   };
   if (typeof query !== 'string') return undefined;
-  const type = operationTypeOf(query, typeof operationName === 'string' ? operationName : undefined);
-  if (type !== 'mutation') return undefined;
+  const name = typeof operationName === 'string' ? operationName : undefined;
+  if (operationTypeOf(query, name) !== 'mutation') return undefined;
   const given = typeof variables === 'object' && variables !== null ? variables : {};
-  return { query, variables: given as Record<string, unknown> };
+  return { query, operationName: name, variables: given as Record<string, unknown> };
 }
 
 /**

@@ -242,17 +242,3 @@ function checkLeaseOptions(leaseMs: number, heartbeatMs: number | undefined, max
   }
   if (!(maxLeaseMs >= leaseMs)) throw new RangeError('maxLeaseMs must be at least leaseMs');
 }
-
-/**
- * Runs a keyless call of an optional key: no record, but the resolver gets what a keyed call's
- * would (a store transaction, or in lease mode the store's plain client).
- */
-export async function runUnrecorded<T, Tx>(
-  store: Store<Tx>,
-  mode: RunIdempotentOptions['mode'],
-  work: (tx: Tx) => Promise<T> | T,
-): Promise<T> {
-  const transaction = store.transaction?.bind(store);
-  if ((mode ?? store.defaults?.mode) === 'lease' || !transaction) return work(store.lease.client);
-  return transaction(async (session) => work(session.tx));
-}

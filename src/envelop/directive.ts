@@ -21,7 +21,7 @@ import {
  * - `leaseMs`: how long the lease is held, overriding the plugin's `leaseMs`.
  *
  * These apply to field-level keys; an operation under an `Idempotency-Key` header runs in the
- * plugin's mode.
+ * plugin's mode, and one selecting a field whose `mode` differs from it is refused.
  */
 export const idempotentDirectiveTypeDefs = /* GraphQL */ `
   """

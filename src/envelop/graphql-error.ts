@@ -1,5 +1,6 @@
 import { GraphQLError } from 'graphql';
-import { type IdempotencyKeyInProgressError, isIdempotencyError, statusOf } from '../core/errors.js';
+import { isIdempotencyError } from '../core/errors.js';
+import { httpAnswerOf } from '../core/http-status.js';
 import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
 
 /**
@@ -8,11 +9,7 @@ import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
  */
 export function toGraphQLError(error: unknown): unknown {
   if (!isIdempotencyError(error)) return error;
-  const http: { status: number; headers?: Record<string, string> } = { status: statusOf[error.code] };
-  if (error.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
-    const { retryAfterSeconds } = error as IdempotencyKeyInProgressError;
-    http.headers = { 'Retry-After': String(retryAfterSeconds) };
-  }
+  const http = httpAnswerOf(error);
   // Deliberately without `originalError`: servers that mask unexpected errors (Yoga does) pass a
   // GraphQLError through only when it does not wrap another error.
   return new GraphQLError(error.message, { extensions: { code: error.code, http } });

@@ -1,5 +1,6 @@
 import type { Plugin } from '@envelop/core';
 import {
+  type DocumentNode,
   defaultFieldResolver,
   type ExecutionArgs,
   type ExecutionResult,
@@ -24,10 +25,12 @@ import {
   type IdempotentResult,
   type RunIdempotentOptions,
   runIdempotent,
-  runUnrecorded,
 } from '../core/run-idempotent.js';
+import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
+import { copySchema } from './schema-copy.js';
+import { idempotentSelections, mutationTypeIsNested } from './selections.js';
 
 /** What `scope` may return: a principal, or `null` for the global scope (with `allowGlobalScope`). */
 export type ScopeValue = string | number | null | undefined;
@@ -71,7 +74,9 @@ export interface UseIdempotencyOptions<Context = any, Tx = unknown>
    * `@idempotent(mode:)` of its own (those fields also fall back to the store's default mode).
    * Operations under an `Idempotency-Key` header run in lease mode only when this says `'lease'`:
    * in a transaction an operation is all or nothing, while under a lease the writes of fields
-   * that succeeded stay when another field fails, and the released key runs them all again.
+   * that succeeded stay when another field fails, and the released key runs them all again. A
+   * header key on an operation selecting a field whose `@idempotent(mode:)` is another mode is
+   * refused (`IDEMPOTENCY_KEY_INVALID`): that field's key goes in its argument instead.
    * @default the store's `defaults.mode` for fields, 'transactional' for header keys
    */
   mode?: RunIdempotentOptions['mode'];
@@ -98,16 +103,22 @@ export interface IdempotencyExtension {
   expiresAt: string;
 }
 
-/** What one mutation's execution shares with its idempotent fields, on the context under this symbol. */
+/** What one mutation's execution shares with its idempotent fields, on the context. */
 interface Execution {
   /** The header's key, when it claims the whole operation. */
   operationKey?: string;
   fields: Map<string | number, IdempotencyExtension>;
 }
 
-const execution = Symbol('idempotent-mutations.execution');
-/** Requests that Yoga parsed into a batch of several operations (`batching: true`). */
-const batches = new WeakSet<object>();
+/** A schema as this plugin runs its mutations. */
+interface Prepared {
+  /** A copy of the schema whose idempotent root mutation fields run through this plugin. */
+  schema: GraphQLSchema;
+  /** The idempotent fields of the mutation type, by name. */
+  fields: ReadonlyMap<string, IdempotentField>;
+  /** Whether a field returns the mutation type, so that its fields can be selected below the root. */
+  nested: boolean;
+}
 
 /**
  * Yoga's request-parsing hook, typed by its shape (this folder does not import Yoga). Envelop
@@ -118,8 +129,9 @@ interface RequestParseHook {
     onRequestParseDone(payload: { requestParserResult: unknown }): void;
   };
 }
-/** Resolvers installed by this plugin, so a schema built from a wrapped one is not wrapped twice. */
-const installed = new WeakSet<GraphQLFieldResolver<unknown, unknown>>();
+
+/** Every `useIdempotency` plugin, so that two in one server are refused. */
+const instances = new WeakSet<object>();
 
 /**
  * Makes GraphQL mutations idempotent, for Yoga or any Envelop-based server.
@@ -128,12 +140,14 @@ const installed = new WeakSet<GraphQLFieldResolver<unknown, unknown>>();
  *   runs at most once per key; each such field of an operation claims its own key. Its resolver
  *   runs inside the claim's transaction and finds the transaction client at `context.tx`; under
  *   `@idempotent(mode: LEASE)` (or `mode: 'lease'`) it runs outside any transaction and
- *   `context.tx` is the store's plain client.
+ *   `context.tx` is the store's plain client. Selected anywhere but at the root of a mutation
+ *   (below another field, or from a query), such a field is refused before anything runs.
  * - **Operation-level:** an `Idempotency-Key` header on a mutation operation claims the whole
  *   operation: it executes inside one transaction and its result is replayed verbatim.
  *
- * Queries and subscriptions are never touched. The plugin wraps the resolvers of the schema's
- * root mutation fields in place, as `@envelop/on-resolve` does; use one `useIdempotency` per schema.
+ * Queries and subscriptions are otherwise never touched. The user's schema is never changed: mutations
+ * execute against a copy of it that this plugin makes (once per schema), whose idempotent root
+ * fields run through it; each `useIdempotency` has its own copy, store and scope.
  */
 // biome-ignore lint/suspicious/noExplicitAny: as in the options.
 export function useIdempotency<Context = any, Tx = unknown>({
@@ -145,16 +159,65 @@ export function useIdempotency<Context = any, Tx = unknown>({
   errorCodec = graphqlErrorCodec,
   ...core
 }: UseIdempotencyOptions<Context, Tx>): Plugin & RequestParseHook {
-  const prepared = new WeakSet<GraphQLSchema>();
+  /** Where this plugin keeps an execution's state on its context. */
+  const execution = Symbol('idempotent-mutations.execution');
+  /** Requests that Yoga parsed into a batch of several operations (`batching: true`). */
+  const batches = new WeakSet<object>();
+  const prepared = new WeakMap<GraphQLSchema, Prepared>();
+  /** How operations under a header key run. */
+  const operationMode = core.mode ?? 'transactional';
 
-  /** Checks the schema's idempotent fields (throwing on misdeclared ones) and wraps their resolvers. */
-  function prepare(schema: GraphQLSchema | undefined): void {
-    if (!schema || prepared.has(schema)) return;
-    for (const [field, options] of idempotentFieldsOf(schema, argumentName)) {
-      const resolve = field.resolve ?? defaultFieldResolver;
-      if (!installed.has(resolve)) field.resolve = idempotentResolver(resolve, options);
+  /** Checks the schema's idempotent fields (throwing on misdeclared ones) and makes its copy. */
+  function prepare(schema: GraphQLSchema): Prepared {
+    let done = prepared.get(schema);
+    if (done) return done;
+    const fields = new Map<string, IdempotentField>();
+    for (const [field, options] of idempotentFieldsOf(schema, argumentName)) fields.set(field.name, options);
+    const mutationType = schema.getMutationType();
+    done = {
+      schema:
+        fields.size === 0
+          ? schema
+          : copySchema(schema, (type, name, resolve) => {
+              const field = type === mutationType ? fields.get(name) : undefined;
+              return field ? idempotentResolver(resolve ?? defaultFieldResolver, field) : resolve;
+            }),
+      fields,
+      nested: mutationTypeIsNested(schema),
+    };
+    prepared.set(schema, done);
+    return done;
+  }
+
+  /**
+   * Refuses, before anything runs, an operation whose idempotent fields could not keep their
+   * promise: one selected below the root without a header key (it would run without a key), or,
+   * under a header key, one whose `@idempotent(mode:)` is not the mode the operation runs in.
+   */
+  function checkSelections(
+    { fields }: Prepared,
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    key: string | undefined,
+  ): void {
+    const coordinate = (name: string) => `${schema.getMutationType()?.name}.${name}`;
+    for (const { fieldName, atRoot } of idempotentSelections(schema, document, operation, fields)) {
+      if (key === undefined && !atRoot) {
+        throw new IdempotencyKeyInvalidError(
+          `${coordinate(fieldName)} is idempotent only as a root field of a mutation; select it there, with its "${argumentName}" argument` +
+            (header && operation.operation === 'mutation'
+              ? `, or send the whole operation with an ${header} header`
+              : ''),
+        );
+      }
+      const mode = fields.get(fieldName)?.mode;
+      if (key !== undefined && mode !== undefined && mode !== operationMode) {
+        throw new IdempotencyKeyInvalidError(
+          `${coordinate(fieldName)} runs in ${mode} mode (@idempotent(mode: ${mode.toUpperCase()})), but an ${header} header runs the whole operation in ${operationMode} mode: send its key as its "${argumentName}" argument instead of the header`,
+        );
+      }
     }
-    prepared.add(schema);
   }
 
   function idempotentResolver(
@@ -162,20 +225,22 @@ export function useIdempotency<Context = any, Tx = unknown>({
     field: IdempotentField,
   ): GraphQLFieldResolver<unknown, unknown> {
     const keyRequired = field.required ?? required;
-    const mode = field.mode ?? core.mode;
+    const mode = modeOf(core.store, field.mode, core.mode);
 
-    const wrapped: GraphQLFieldResolver<unknown, unknown> = async (source, args, context, info) => {
-      // The mutation type can be reachable below the root too; only root fields are idempotent.
-      if (info.operation.operation !== 'mutation' || info.path.prev !== undefined) {
-        return resolve(source, args, context, info);
-      }
+    return async (source, args, context, info) => {
       const coordinate = `${info.parentType.name}.${info.fieldName}`;
-      const state = executionOf(context);
+      const state = (context as { [execution]?: Execution } | null | undefined)?.[execution];
       try {
         if (state?.operationKey !== undefined) {
           // The header's key claims the whole operation; this field runs in its transaction.
           resolveKey(state.operationKey, args[argumentName], core.keyPolicy);
           return await resolve(source, args, context, info);
+        }
+        // Refused before execution already (`checkSelections`).
+        if (info.path.prev !== undefined) {
+          throw new IdempotencyKeyInvalidError(
+            `${coordinate} is idempotent only as a root field of a mutation`,
+          );
         }
         const key = resolveKey(undefined, args[argumentName], core.keyPolicy);
         if (key === undefined) {
@@ -185,7 +250,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
                 (header ? ` or the ${header} header` : ''),
             );
           }
-          return await runUnrecorded(core.store, mode, (tx) =>
+          return await runUnrecorded(core.store, mode, async (tx) =>
             resolve(source, args, withTransaction(context, txName, tx), info),
           );
         }
@@ -197,6 +262,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
             ttlMs: field.ttlMs ?? core.ttlMs,
             mode,
             leaseMs: field.leaseMs ?? core.leaseMs,
+            signal: core.signal ?? requestSignalOf(context),
             scope: await scope(context as Context),
             key,
             operation: coordinate,
@@ -210,8 +276,6 @@ export function useIdempotency<Context = any, Tx = unknown>({
         throw toGraphQLError(error);
       }
     };
-    installed.add(wrapped);
-    return wrapped;
   }
 
   /** Runs a whole mutation operation under the header's key, inside one transaction. */
@@ -232,7 +296,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
       const outcome = await runIdempotent(
         {
           ...core,
-          mode: core.mode ?? 'transactional',
+          mode: operationMode,
+          signal: core.signal ?? requestSignalOf(args.contextValue),
           scope: await scope(args.contextValue as Context),
           key,
           operation: `mutation ${operationName ?? '(anonymous)'}`.slice(0, 255),
@@ -268,7 +333,14 @@ export function useIdempotency<Context = any, Tx = unknown>({
     }
   }
 
-  return {
+  const plugin: Plugin & RequestParseHook = {
+    onPluginInit({ plugins }) {
+      if (plugins.filter((other) => instances.has(other)).length > 1) {
+        throw new Error(
+          'useIdempotency: this server has more than one useIdempotency plugin; use one per server (each would claim keys for the same mutations)',
+        );
+      }
+    },
     onSchemaChange({ schema }) {
       prepare(schema);
     },
@@ -281,11 +353,20 @@ export function useIdempotency<Context = any, Tx = unknown>({
     },
     onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution, extendContext }) {
       const operation = getOperationAST(args.document, args.operationName);
-      if (operation?.operation !== 'mutation') return;
-      // A schema that reached execution without `onSchemaChange` (set by a later plugin, say).
-      prepare(args.schema);
-      const state: Execution = { fields: new Map() };
-      extendContext({ [execution]: state });
+      if (!operation) return;
+      const schema = prepare(args.schema);
+      const refuse = (error: unknown) =>
+        setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
+      if (operation.operation !== 'mutation') {
+        // A query reaching the mutation type would run its idempotent fields without a key.
+        if (!schema.nested) return;
+        try {
+          checkSelections(schema, args.schema, args.document, operation, undefined);
+        } catch (error) {
+          refuse(error);
+        }
+        return;
+      }
       let key: string | undefined;
       try {
         key = header ? parseKeyHeader(headerOf(args.contextValue, header), core.keyPolicy) : undefined;
@@ -294,11 +375,18 @@ export function useIdempotency<Context = any, Tx = unknown>({
             `An ${header} header on a batch of several operations is ambiguous: send each mutation its own "${argumentName}" argument, or do not batch mutations`,
           );
         }
+        checkSelections(schema, args.schema, args.document, operation, key);
       } catch (error) {
-        setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
+        refuse(error);
         return;
       }
+      const state: Execution = { operationKey: key, fields: new Map() };
+      extendContext({ [execution]: state });
+      // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps.
+      const execute = (executeArgs: ExecutionArgs) =>
+        executeFn({ ...executeArgs, schema: prepare(executeArgs.schema).schema });
       if (key === undefined) {
+        setExecuteFn(execute);
         return {
           onExecuteDone({ result, setResult }) {
             if (state.fields.size === 0 || isAsyncIterable(result)) return;
@@ -306,20 +394,28 @@ export function useIdempotency<Context = any, Tx = unknown>({
           },
         };
       }
-      state.operationKey = key;
       const operationKey = key;
       setExecuteFn((executeArgs: ExecutionArgs) =>
-        runOperation(executeFn, executeArgs, operation, operationKey),
+        runOperation(execute, executeArgs, operation, operationKey),
       );
     },
   };
+  instances.add(plugin);
+  return plugin;
+
+  /** Whether the context's request carried a batch of several operations. */
+  function isBatched(context: unknown): boolean {
+    const { request } = (context ?? {}) as { request?: unknown };
+    return typeof request === 'object' && request !== null && batches.has(request);
+  }
 }
 
 /** An operation that finished with errors: rolled back, and its errors answered (or replayed). */
 class FailedOperation extends Error {
   override name = 'FailedOperation';
   constructor(readonly errors: readonly GraphQLError[]) {
-    super(errors[0]?.message ?? 'The operation failed');
+    // The first resolver error as thrown, for the store to tell a write conflict it retries.
+    super(errors[0]?.message ?? 'The operation failed', { cause: errors[0]?.originalError });
   }
 }
 
@@ -340,10 +436,6 @@ function failedOperationCodec(codec: ErrorCodec): ErrorCodec {
   };
 }
 
-function executionOf(context: unknown): Execution | undefined {
-  return (context as { [execution]?: Execution } | null | undefined)?.[execution];
-}
-
 /**
  * A context of the resolver's own: it reads everything from the shared one and adds the
  * transaction client, so concurrent fields never see each other's transaction.
@@ -352,12 +444,6 @@ function withTransaction(context: unknown, txName: string, tx: unknown): object 
   return Object.create((context ?? null) as object | null, {
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
   });
-}
-
-/** Whether the context's request carried a batch of several operations. */
-function isBatched(context: unknown): boolean {
-  const { request } = (context ?? {}) as { request?: unknown };
-  return typeof request === 'object' && request !== null && batches.has(request);
 }
 
 function headerOf(context: unknown, name: string): HeaderValue {
@@ -387,4 +473,10 @@ function withExtension(result: unknown, idempotency: unknown): ExecutionResult {
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
   return typeof (value as { [Symbol.asyncIterator]?: unknown } | null)?.[Symbol.asyncIterator] === 'function';
+}
+
+/** The request's abort signal (Yoga's `context.request`), so a lease stops being renewed once the client has gone. */
+function requestSignalOf(context: unknown): AbortSignal | undefined {
+  const signal = (context as { request?: { signal?: unknown } } | null | undefined)?.request?.signal;
+  return signal instanceof AbortSignal ? signal : undefined;
 }

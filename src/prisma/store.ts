@@ -130,7 +130,8 @@ export function prismaStore<Client extends PrismaClientLike>(
           }, transactionOptions);
         } catch (error) {
           // What the resolver threw of its own (a gateway's network error, say) is not the store's.
-          if (thrown?.error === error && !isPrismaError(error)) throw error;
+          // A wrapper (GraphQL's failed operation) around a write conflict is retried all the same.
+          if (thrown?.error === error && !isPrismaError(error) && !isWriteConflict(error)) throw error;
           if (attempt >= maxRetries || !isWriteConflict(error)) throw asUnavailable(error);
           // Jittered backoff, so the transactions that collided do not collide again.
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** attempt));

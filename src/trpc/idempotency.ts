@@ -1,12 +1,13 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import {
-  type IdempotencyKeyInProgressError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
+import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, resolveKey } from '../core/key.js';
-import { type RunIdempotentOptions, runIdempotent, runUnrecorded } from '../core/run-idempotent.js';
+import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
+import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
 import {
   callsInRequest,
@@ -169,6 +170,12 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
     const ctx = opts.ctx as Ctx;
     const policy = (opts.meta as IdempotencyMeta | undefined)?.idempotency;
     let replayed = false;
+    /** The resolver's own error, thrown into the store, and tRPC's wrapper of it. */
+    let failed: { error: unknown; wrapper: TRPCError } | undefined;
+    const failure = (wrapper: TRPCError): unknown => {
+      failed = { error: resolverErrorOf(wrapper), wrapper };
+      return failed.error;
+    };
     const signalReplay = () => {
       // In a batch the header would speak for every call in it.
       if (replayed && callsInRequest(ctx, opts.batchIndex) === 1)
@@ -196,10 +203,10 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
             `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
           );
         }
-        // Unrecorded, but `ctx.tx` is still what the resolver expects.
-        return await runUnrecorded(core.store, policy?.mode ?? core.mode, async (tx) => {
+        const mode = modeOf(core.store, policy?.mode, core.mode);
+        return await runUnrecorded(core.store, mode, async (tx) => {
           const result = await opts.next({ ctx: contextOf(tx, null) });
-          if (!result.ok) throw result.error;
+          if (!result.ok) throw failure(result.error);
           return result;
         });
       }
@@ -213,6 +220,8 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           mode: policy?.mode ?? core.mode,
           leaseMs: policy?.leaseMs ?? core.leaseMs,
           heartbeatMs: policy?.heartbeatMs ?? core.heartbeatMs,
+          // A lease stops being renewed once the client has gone.
+          signal: core.signal ?? opts.signal,
           scope: await scopeOf({ ctx, input, path }),
           key,
           operation: path,
@@ -238,8 +247,9 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           };
           const result = await opts.next(downstream);
           // tRPC hands back the resolver's error instead of throwing it: throwing it here is
-          // what rolls the transaction back.
-          if (!result.ok) throw result.error;
+          // what rolls the transaction back. The resolver's own error, not tRPC's wrapper, is
+          // what the store retries on (a write conflict) and what `replayErrors` judges.
+          if (!result.ok) throw failure(result.error);
           ran = result;
           return result.data;
         },
@@ -250,14 +260,32 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       return { ok: true, data: outcome.value } as Result;
     } catch (error) {
       signalReplay();
+      // The client gets the resolver's failure as tRPC answered it.
+      if (failed && error === failed.error) throw failed.wrapper;
       if (!isIdempotencyError(error)) throw error;
-      if (error.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
-        const { retryAfterSeconds } = error as IdempotencyKeyInProgressError;
-        setResponseHeader(ctx, 'Retry-After', String(retryAfterSeconds));
+      for (const [name, value] of Object.entries(httpAnswerOf(error).headers ?? {})) {
+        setResponseHeader(ctx, name, value);
       }
       throw toTRPCError(error);
     }
   };
+}
+
+/**
+ * What the resolver threw. tRPC turns anything but a `TRPCError` into an `INTERNAL_SERVER_ERROR`
+ * whose `cause` is the thrown error and whose stack is that error's own stack
+ * (`getTRPCErrorFromUnknown`): exactly that wrapper is unwrapped. A `TRPCError` the resolver threw
+ * itself, even one wrapping another error, has a stack of its own and stays as it is.
+ */
+function resolverErrorOf(error: TRPCError): unknown {
+  const { cause } = error;
+  const wrapped =
+    error.code === 'INTERNAL_SERVER_ERROR' &&
+    cause instanceof Error &&
+    !(cause instanceof TRPCError) &&
+    typeof cause.stack === 'string' &&
+    error.stack === cause.stack;
+  return wrapped ? cause : error;
 }
 
 /**

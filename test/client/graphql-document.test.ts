@@ -1,7 +1,7 @@
 import fc from 'fast-check';
-import { getOperationAST, parse } from 'graphql';
+import { getOperationAST, Kind, parse, type SelectionNode, type ValueNode } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { operationTypeOf, passesArgument } from '../../src/client/graphql-document.js';
+import { operationTypeOf, passesArgument, rootKeyCoverage } from '../../src/client/graphql-document.js';
 
 describe('operationTypeOf', () => {
   it.each([
@@ -97,5 +97,121 @@ describe('passesArgument', () => {
     ['mutation { createOrder(input: { idempotencyKey: null }, idempotencyKey: 7) { id } }', {}, true],
   ])('%j with variables %j → %s: a null or unset value is no key', (document, variables, expected) => {
     expect(passesArgument(document, 'idempotencyKey', variables)).toBe(expected);
+  });
+});
+
+/** What the server's field-level keys see, read with graphql-js: the reference for `rootKeyCoverage`. */
+function referenceCoverage(document: string, variables: Record<string, unknown>) {
+  const parsed = parse(document);
+  const operation = getOperationAST(parsed)!;
+  const fragments = new Map(
+    parsed.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d]] : [])),
+  );
+  const defaults = new Map(
+    (operation.variableDefinitions ?? []).map((v) => [v.variable.name.value, v.defaultValue]),
+  );
+  const passed = (value: ValueNode | undefined): boolean => {
+    if (!value || value.kind === Kind.NULL) return false;
+    if (value.kind !== Kind.VARIABLE) return true;
+    const name = value.name.value;
+    return Object.hasOwn(variables, name) ? variables[name] != null : passed(defaults.get(name));
+  };
+  const coverage = { fields: 0, keyed: 0 };
+  const spread = new Set<string>();
+  const count = (selections: readonly SelectionNode[]) => {
+    for (const selection of selections) {
+      if (selection.kind === Kind.FIELD) {
+        if (selection.name.value.startsWith('__')) continue;
+        coverage.fields++;
+        if (passed(selection.arguments?.find((a) => a.name.value === 'idempotencyKey')?.value))
+          coverage.keyed++;
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        count(selection.selectionSet.selections);
+      } else if (!spread.has(selection.name.value)) {
+        spread.add(selection.name.value);
+        count(fragments.get(selection.name.value)!.selectionSet.selections);
+      }
+    }
+  };
+  count(operation.selectionSet.selections);
+  return coverage;
+}
+
+describe('rootKeyCoverage', () => {
+  it.each([
+    ['mutation { pay(amount: 1, idempotencyKey: "k") notify(to: "bob") }', {}, { fields: 2, keyed: 1 }],
+    ['mutation { a: pay(idempotencyKey: "a") b: pay(idempotencyKey: "b") }', {}, { fields: 2, keyed: 2 }],
+    ['mutation { pay(input: { idempotencyKey: "k" }) }', {}, { fields: 1, keyed: 0 }],
+    ['mutation { v1 { pay(idempotencyKey: "k") } }', {}, { fields: 1, keyed: 0 }],
+    [
+      'mutation { ...Pay notify } fragment Pay on Mutation { pay(idempotencyKey: "k") }',
+      {},
+      { fields: 2, keyed: 1 },
+    ],
+    ['mutation { ... on Mutation { pay(idempotencyKey: "k") } __typename }', {}, { fields: 1, keyed: 1 }],
+    ['mutation M($k: String = "d") { pay(idempotencyKey: $k) }', {}, { fields: 1, keyed: 1 }],
+    ['mutation M($k: String = "d") { pay(idempotencyKey: $k) }', { k: null }, { fields: 1, keyed: 0 }],
+    ['mutation M($k: String = null) { pay(idempotencyKey: $k) }', {}, { fields: 1, keyed: 0 }],
+    ['mutation { pay(amount: -1.5e3, idempotencyKey: "k") @skip(if: false) }', {}, { fields: 1, keyed: 1 }],
+  ])('%j with variables %j → %j', (document, variables, expected) => {
+    expect(rootKeyCoverage(document, undefined, 'idempotencyKey', variables)).toEqual(expected);
+    expect(referenceCoverage(document, variables)).toEqual(expected);
+  });
+
+  it('reads the operation operationName names', () => {
+    const document = 'mutation A { pay(idempotencyKey: "k") } mutation B { pay notify }';
+    expect(rootKeyCoverage(document, 'A', 'idempotencyKey')).toEqual({ fields: 1, keyed: 1 });
+    expect(rootKeyCoverage(document, 'B', 'idempotencyKey')).toEqual({ fields: 2, keyed: 0 });
+  });
+
+  it.each([
+    ['an unbalanced document', 'mutation { pay(idempotencyKey: "k") ', undefined],
+    ['a missing fragment', 'mutation { ...Pay }', undefined],
+    ['an operationName the document lacks', 'mutation M { pay }', 'Other'],
+    ['several operations and no operationName', 'mutation A { a } mutation B { b }', undefined],
+    ['a type definition', 'type Mutation { pay: Int }', undefined],
+  ])('cannot tell with %s', (_, document, operationName) => {
+    expect(rootKeyCoverage(document, operationName, 'idempotencyKey')).toBeUndefined();
+  });
+
+  it('agrees with graphql-js on generated mutations with fragments, variables and nested keys', () => {
+    const keyValue = fc.constantFrom('"k"', 'null', '$set', '$unset', '$defaulted', '$nulled', '7');
+    const other = fc.constantFrom(
+      '',
+      'amount: -1.5e3, ',
+      'note: "idempotencyKey: x", ',
+      'in: { idempotencyKey: "x" }, ',
+    );
+    const field = fc
+      .tuple(fc.constantFrom('pay', 'notify', 'a: pay'), other, fc.option(keyValue), fc.boolean())
+      .map(([name, args, key, nested]) => {
+        const list = `${args}${key === null ? '' : `idempotencyKey: ${key}`}`;
+        return `${name}${list ? `(${list})` : ''}${nested ? ' { v1 { pay(idempotencyKey: "n") } }' : ''}`;
+      });
+    const selection = fc.oneof(
+      field,
+      field.map((f) => `... on Mutation { ${f} }`),
+      fc.constant('...F'),
+      fc.constant('__typename'),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(selection, { minLength: 1, maxLength: 4 }),
+        field,
+        fc.constantFrom({}, { set: 'k' }, { set: 'k', nulled: null }, { defaulted: null }),
+        (selections, fragmentField, variables) => {
+          const document = [
+            'mutation M($set: String, $unset: String, $defaulted: String = "d", $nulled: String = null) {',
+            ...selections,
+            '}',
+            `fragment F on Mutation { ${fragmentField} }`,
+          ].join('\n');
+          expect(rootKeyCoverage(document, undefined, 'idempotencyKey', variables)).toEqual(
+            referenceCoverage(document, variables),
+          );
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

@@ -3,6 +3,7 @@ import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../exa
 import { createOrderServer } from '../../examples/yoga-orders/app.js';
 import { type FetchFunction, idempotentFetch, type RetryOptions } from '../../src/client/index.js';
 import { listen } from '../envelop/graphql-client.js';
+import { paymentsSchema, yogaFor } from '../envelop/payments-yoga.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 import { type PaymentsBackend, paymentsBackend } from './payments.js';
 import { createPayment } from './samples/graphql-fetch.js';
@@ -339,5 +340,79 @@ describe('idempotentFetch on requests it must leave alone', () => {
 
     expect(new Headers(calls[0]!.init?.headers).get('x-request-key')).toBe('k-1');
     expect(new Headers(calls[0]!.init?.headers).has('idempotency-key')).toBe(false);
+  });
+});
+
+/** Only operations whose every root field a key covers are retried. */
+describe('idempotentFetch and mutations not covered by keys', () => {
+  let server: Awaited<ReturnType<typeof listen>>;
+  let proxy: FaultProxy;
+  const notes = { notify: 0 };
+  let payments: { pay: number };
+
+  beforeAll(async () => {
+    const { schema, calls } = paymentsSchema(
+      /* GraphQL */ `
+        input NoteInput {
+          to: String!
+          idempotencyKey: String
+        }
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int!
+          notify(to: String, input: NoteInput): Boolean!
+        }
+      `,
+      {
+        Mutation: {
+          notify: () => {
+            notes.notify++;
+            return true;
+          },
+        },
+      },
+    );
+    payments = calls;
+    server = await listen(yogaFor(schema).yoga);
+  });
+  afterAll(() => server?.close());
+  beforeEach(async () => {
+    proxy = await startFaultProxy(new URL(server.url).origin);
+  });
+  afterEach(async () => {
+    await proxy.settled();
+    await proxy.close();
+  });
+
+  const post = (query: string) =>
+    idempotentFetch(fetch, { retry: { baseDelayMs: 50 } })(`${proxy.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-user-id': 'user-1' },
+      body: JSON.stringify({ query }),
+    });
+
+  it('sends a mutation with a keyed and an unkeyed root field once: after a lost response, notify ran once', async () => {
+    const before = { pay: payments.pay, notify: notes.notify };
+    proxy.plan('lose-response');
+    const error = await post('mutation { pay(amount: 5, idempotencyKey: "k") notify(to: "bob") }').catch(
+      (e: unknown) => e,
+    );
+
+    expect(error).toBeInstanceOf(Error);
+    expect(proxy.requests).toHaveLength(1);
+    expect(proxy.requests[0]!.headers['idempotency-key']).toBeUndefined();
+    expect([payments.pay - before.pay, notes.notify - before.notify]).toEqual([1, 1]);
+  });
+
+  it('keys a mutation whose only idempotencyKey is an input field with the header, and its retry replays', async () => {
+    const before = notes.notify;
+    proxy.plan('lose-response');
+    const response = await post('mutation { notify(input: { to: "bob", idempotencyKey: "x" }) }');
+
+    expect(((await response.json()) as { data: unknown }).data).toEqual({ notify: true });
+    expect(proxy.requests).toHaveLength(2);
+    const keys = proxy.requests.map((r) => r.headers['idempotency-key']);
+    expect(keys[0]).toMatch(UUID_V4);
+    expect(keys[1]).toBe(keys[0]);
+    expect(notes.notify - before).toBe(1);
   });
 });

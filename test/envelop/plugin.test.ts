@@ -3,64 +3,9 @@ import * as graphql from 'graphql';
 import { type GraphQLSchema, lexicographicSortSchema } from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { describe, expect, it } from 'vitest';
-import {
-  idempotentDirectiveTypeDefs,
-  type UseIdempotencyOptions,
-  useIdempotency,
-} from '../../src/envelop/index.js';
+import { useIdempotency } from '../../src/envelop/index.js';
 import { IdempotencyStoreUnavailableError, memoryStore, type Store } from '../../src/index.js';
-import { postGraphQL } from './graphql-client.js';
-
-type Context = { userId: string; tx?: unknown; db?: unknown };
-
-/** A schema whose `pay` mutation counts its calls and can be held open. */
-function paymentsSchema(typeDefs = 'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }') {
-  const calls = { pay: 0 };
-  let gate: Promise<void> = Promise.resolve();
-  const schema = createSchema<Context>({
-    typeDefs: [idempotentDirectiveTypeDefs, 'type Query { ping: Boolean }', typeDefs],
-    resolvers: {
-      Mutation: {
-        pay: async (_: unknown, { amount }: { amount: number }) => {
-          calls.pay++;
-          await gate;
-          return amount;
-        },
-      },
-    },
-  });
-  const hold = () => {
-    let release!: () => void;
-    gate = new Promise((resolve) => (release = resolve));
-    return () => release();
-  };
-  return { schema, calls, hold };
-}
-
-/** A Yoga server of `schema` with the plugin between the `before` and `after` plugins. */
-function yogaFor(
-  schema: GraphQLSchema,
-  options: Partial<UseIdempotencyOptions<Context>> = {},
-  { before = [], after = [] }: { before?: Plugin[]; after?: Plugin[] } = {},
-) {
-  const yoga = createYoga({
-    schema,
-    logging: false,
-    context: ({ request }) => ({ userId: request.headers.get('x-user-id') ?? '' }),
-    plugins: [
-      ...before,
-      useIdempotency<Context>({ store: memoryStore(), scope: (context) => context.userId, ...options }),
-      ...after,
-    ],
-  });
-  const send = (query: string, idempotencyKey?: string) =>
-    postGraphQL((url, init) => Promise.resolve(yoga.fetch(url, init)), 'http://yoga/graphql', {
-      query,
-      userId: 'user-1',
-      idempotencyKey,
-    });
-  return { yoga, send };
-}
+import { type Context, paymentsSchema, yogaFor } from './payments-yoga.js';
 
 describe('useIdempotency at schema build', () => {
   it.each([

@@ -1,4 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
+import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -462,6 +463,27 @@ describe('idempotency() through createCaller', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('answers a result that cannot be stored with INTERNAL_SERVER_ERROR (500) / IDEMPOTENCY_RESULT_UNSTORABLE, storing nothing', async () => {
+    const store = memoryStore();
+    let runs = 0;
+    const router = t.router({
+      echo: t.procedure
+        .input(payment)
+        .use(idempotency({ store, scope: ({ ctx }) => ctx.user.id }))
+        .mutation(() => {
+          runs++;
+          return JSON.parse('{"__proto__": 1}') as unknown;
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const error = await rejectionOf(caller.echo({ amount: '1' }));
+    expect(error.code).toBe('INTERNAL_SERVER_ERROR');
+    expect(getHTTPStatusCodeFromError(error)).toBe(500);
+    expect(error.cause).toMatchObject({ code: 'IDEMPOTENCY_RESULT_UNSTORABLE' });
+    expect(await store.find('u', 'k')).toBeNull();
+    expect(runs).toBe(1);
+  });
+
   it('rolls back on a thrown TRPCError and leaves the key retryable', async () => {
     const store = memoryStore();
     let fail = true;
@@ -510,6 +532,70 @@ describe('idempotency() through createCaller', () => {
     expect(runs).toBe(1);
     expect([replayed.code, replayed.message]).toEqual([first.code, first.message]);
     expect(headers.map((h) => h.get('idempotent-replayed'))).toEqual([null, 'true']);
+  });
+
+  it("offers replayErrors the resolver's own error, not tRPC's wrapper, and answers as tRPC does", async () => {
+    class CardDeclined extends Error {
+      readonly code = 'CARD_DECLINED';
+    }
+    let runs = 0;
+    const offered: unknown[] = [];
+    const thrown: Error[] = [];
+    const router = t.router({
+      pay: t.procedure
+        .input(payment)
+        .use(
+          idempotency({
+            store: memoryStore(),
+            scope: ({ ctx }) => ctx.user.id,
+            replayErrors: (error) => {
+              offered.push(error);
+              return (error as { code?: unknown }).code === 'CARD_DECLINED';
+            },
+          }),
+        )
+        .mutation(() => {
+          runs++;
+          thrown.push(new CardDeclined('card declined'));
+          throw thrown.at(-1);
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const first = await rejectionOf(caller.pay({ amount: '1' }));
+    const replayed = await rejectionOf(caller.pay({ amount: '1' }));
+    expect(runs).toBe(1);
+    expect(offered).toHaveLength(1);
+    expect(offered[0]).toBe(thrown[0]);
+    // tRPC's own answer to a thrown Error, as without the middleware.
+    expect([first.code, first.message, first.cause]).toEqual([
+      'INTERNAL_SERVER_ERROR',
+      'card declined',
+      thrown[0],
+    ]);
+    expect([replayed.code, replayed.message]).toEqual(['INTERNAL_SERVER_ERROR', 'card declined']);
+  });
+
+  it('offers replayErrors a TRPCError the resolver threw as it is, even one wrapping another error', async () => {
+    const offered: unknown[] = [];
+    const thrown = new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause: new Error('card declined') });
+    const router = t.router({
+      pay: t.procedure
+        .input(payment)
+        .use(
+          idempotency({
+            store: memoryStore(),
+            scope: ({ ctx }) => ctx.user.id,
+            replayErrors: (error) => offered.push(error) < 0,
+          }),
+        )
+        .mutation(() => {
+          throw thrown;
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    expect(await rejectionOf(caller.pay({ amount: '1' }))).toBe(thrown);
+    expect(offered).toEqual([thrown]);
+    expect(offered[0]).toBe(thrown);
   });
 
   it('validates replays with an .output() placed before it', async () => {

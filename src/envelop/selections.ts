@@ -1,0 +1,86 @@
+import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLNamedType,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+  getNamedType,
+  isAbstractType,
+  isInterfaceType,
+  isObjectType,
+  Kind,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from 'graphql';
+
+/** Where an operation selects an idempotent field of the mutation type. */
+export interface IdempotentSelection {
+  /** The field's name on the mutation type. */
+  fieldName: string;
+  /** Selected as a root field of a mutation operation (not below another field, nor in a query). */
+  atRoot: boolean;
+}
+
+/**
+ * Every place `operation` may run one of `idempotentFields` (fields of the mutation type), through
+ * fragments and inline fragments, and through interfaces and unions the mutation type belongs to.
+ * `@skip` and `@include` are not evaluated: a field they may leave out still counts.
+ */
+export function idempotentSelections(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  idempotentFields: Pick<ReadonlySet<string>, 'has' | 'size'>,
+): IdempotentSelection[] {
+  const mutationType = schema.getMutationType();
+  if (!mutationType || idempotentFields.size === 0) return [];
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  }
+  const found: IdempotentSelection[] = [];
+  // A fragment's fields depend only on the fragment and on whether it is spread at the root.
+  const walked = new Set<string>();
+
+  const mayBeMutation = (type: GraphQLNamedType | undefined) =>
+    type === mutationType || (isAbstractType(type) && schema.isSubType(type, mutationType));
+
+  const walk = (selectionSet: SelectionSetNode, parent: GraphQLNamedType | undefined, atRoot: boolean) => {
+    for (const selection of selectionSet.selections) {
+      if (selection.kind === Kind.FIELD) {
+        const name = selection.name.value;
+        const field = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[name] : undefined;
+        if (!field) continue; // __typename, or a field validation has already refused
+        if (idempotentFields.has(name) && mayBeMutation(parent)) found.push({ fieldName: name, atRoot });
+        if (selection.selectionSet) walk(selection.selectionSet, getNamedType(field.type), false);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        const condition = selection.typeCondition && schema.getType(selection.typeCondition.name.value);
+        walk(selection.selectionSet, condition ?? parent, atRoot);
+      } else {
+        const fragment = fragments.get(selection.name.value);
+        const id = `${selection.name.value}\u0000${atRoot}`;
+        if (!fragment || walked.has(id)) continue;
+        walked.add(id);
+        walk(fragment.selectionSet, schema.getType(fragment.typeCondition.name.value), atRoot);
+      }
+    }
+  };
+  const root: GraphQLObjectType | null | undefined = schema.getRootType(operation.operation);
+  walk(operation.selectionSet, root ?? undefined, operation.operation === 'mutation');
+  return found;
+}
+
+/** Whether any field of the schema (or a union) can return the mutation type below the root. */
+export function mutationTypeIsNested(schema: GraphQLSchema): boolean {
+  const mutationType = schema.getMutationType();
+  if (!mutationType) return false;
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) && !isInterfaceType(type)) continue;
+    for (const field of Object.values(type.getFields())) {
+      const returned = getNamedType(field.type);
+      if (returned === mutationType || (isAbstractType(returned) && schema.isSubType(returned, mutationType)))
+        return true;
+    }
+  }
+  return false;
+}

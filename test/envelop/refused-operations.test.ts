@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import { paymentsSchema, yogaFor } from './payments-yoga.js';
+
+/** `Mutation.pay` is idempotent; `v1` and `Query.mutations` reach the mutation type below the root. */
+function nestedSchema() {
+  return paymentsSchema(
+    /* GraphQL */ `
+      type Mutation {
+        v1: Mutation!
+        pay(amount: Int!, idempotencyKey: String): Int! @idempotent
+      }
+      extend type Query {
+        mutations: Mutation
+      }
+    `,
+    { Mutation: { v1: () => ({}) }, Query: { mutations: () => ({}) } },
+  );
+}
+
+describe('useIdempotency refuses an idempotent field it cannot key', () => {
+  it.each([
+    ['below another field', 'mutation { v1 { pay(amount: 5) } }'],
+    ['below another field, with a key of its own', 'mutation { v1 { pay(amount: 5, idempotencyKey: "k") } }'],
+    [
+      'through a fragment spread below the root',
+      'mutation { v1 { ...Pay } } fragment Pay on Mutation { pay(amount: 5, idempotencyKey: "k") }',
+    ],
+    [
+      'through an inline fragment below the root',
+      'mutation { v1 { ... on Mutation { pay(amount: 5, idempotencyKey: "k") } } }',
+    ],
+    ['from a query', 'query { mutations { pay(amount: 5, idempotencyKey: "k") } }'],
+    ['next to a keyed root field', 'mutation { pay(amount: 1, idempotencyKey: "a") v1 { pay(amount: 5) } }'],
+  ])('selected %s: 400 and IDEMPOTENCY_KEY_INVALID, every time, running nothing', async (_, query) => {
+    const { schema, calls } = nestedSchema();
+    const { send } = yogaFor(schema);
+    const responses = [await send(query), await send(query)];
+
+    for (const response of responses) {
+      expect(response.status).toBe(400);
+      expect(response.body.errors).toMatchObject([
+        {
+          message: expect.stringContaining('Mutation.pay is idempotent only as a root field of a mutation'),
+          extensions: { code: 'IDEMPOTENCY_KEY_INVALID' },
+        },
+      ]);
+    }
+    expect(calls.pay).toBe(0);
+  });
+
+  it('runs it at the root, also through a fragment spread there', async () => {
+    const { schema, calls } = nestedSchema();
+    const { send } = yogaFor(schema);
+    const query = 'mutation { ...Pay } fragment Pay on Mutation { pay(amount: 5, idempotencyKey: "k") }';
+    await send(query);
+    const retry = await send(query);
+
+    expect(retry.body).toMatchObject({
+      data: { pay: 5 },
+      extensions: { idempotency: { pay: { replayed: true } } },
+    });
+    expect(calls.pay).toBe(1);
+  });
+
+  it('runs it below the root under an Idempotency-Key header, which covers the whole operation', async () => {
+    const { schema, calls } = nestedSchema();
+    const { send } = yogaFor(schema);
+    await send('mutation { v1 { pay(amount: 5) } }', 'op');
+    const retry = await send('mutation { v1 { pay(amount: 5) } }', 'op');
+
+    expect(retry.status).toBe(200);
+    expect(retry.body).toMatchObject({
+      data: { v1: { pay: 5 } },
+      extensions: { idempotency: { replayed: true } },
+    });
+    expect(calls.pay).toBe(1);
+  });
+});
+
+describe('useIdempotency refuses a header key over a field of another mode', () => {
+  const leased = 'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: LEASE) }';
+
+  it('refuses an Idempotency-Key header on an operation with an @idempotent(mode: LEASE) field: 400, nothing runs', async () => {
+    const { schema, calls } = paymentsSchema(leased);
+    const { send } = yogaFor(schema);
+    const response = await send('mutation { pay(amount: 1) }', 'op');
+
+    expect(response.status).toBe(400);
+    expect(response.body.errors).toMatchObject([
+      {
+        message: expect.stringContaining('Mutation.pay runs in lease mode'),
+        extensions: { code: 'IDEMPOTENCY_KEY_INVALID' },
+      },
+    ]);
+    expect(calls.pay).toBe(0);
+    // Its own key still works.
+    const keyed = await send('mutation { pay(amount: 1, idempotencyKey: "k") }');
+    expect(keyed.body.data).toEqual({ pay: 1 });
+  });
+
+  it("runs it under the header when the plugin's mode: 'lease' runs header keys under a lease", async () => {
+    const { schema, calls } = paymentsSchema(leased);
+    const { send } = yogaFor(schema, { mode: 'lease' });
+    await send('mutation { pay(amount: 1) }', 'op');
+    const retry = await send('mutation { pay(amount: 1) }', 'op');
+
+    expect(retry.body).toMatchObject({ data: { pay: 1 }, extensions: { idempotency: { replayed: true } } });
+    expect(calls.pay).toBe(1);
+  });
+
+  it("refuses an @idempotent(mode: TRANSACTIONAL) field under a header when the plugin's mode is 'lease'", async () => {
+    const { schema, calls } = paymentsSchema(
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: TRANSACTIONAL) }',
+    );
+    const { send } = yogaFor(schema, { mode: 'lease' });
+    const response = await send('mutation { pay(amount: 1) }', 'op');
+
+    expect(response.status).toBe(400);
+    expect(response.body.errors).toMatchObject([
+      {
+        message: expect.stringContaining('Mutation.pay runs in transactional mode'),
+        extensions: { code: 'IDEMPOTENCY_KEY_INVALID' },
+      },
+    ]);
+    expect(calls.pay).toBe(0);
+  });
+});
