@@ -94,3 +94,20 @@ export function resolveKey(
   }
   return fromHeader ?? inputKey;
 }
+
+/**
+ * Refuses a header key on a request that carries several calls (a tRPC batch, a GraphQL batch of
+ * operations): it could belong to any of them. `instead` says where each call's own key goes.
+ */
+export function refuseHeaderKeyOnBatch(
+  headerKey: string | undefined,
+  batched: boolean,
+  header: string,
+  instead: string,
+): void {
+  if (headerKey !== undefined && batched) {
+    throw new IdempotencyKeyInvalidError(
+      `An ${header} header on a batch of several calls is ambiguous: ${instead}, or do not batch mutations`,
+    );
+  }
+}

@@ -19,7 +19,7 @@ import {
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
-import { type HeaderValue, parseKeyHeader, resolveKey } from '../core/key.js';
+import { type HeaderValue, parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import {
   type ErrorCodec,
   type IdempotentResult,
@@ -370,11 +370,12 @@ export function useIdempotency<Context = any, Tx = unknown>({
       let key: string | undefined;
       try {
         key = header ? parseKeyHeader(headerOf(args.contextValue, header), core.keyPolicy) : undefined;
-        if (key !== undefined && isBatched(args.contextValue)) {
-          throw new IdempotencyKeyInvalidError(
-            `An ${header} header on a batch of several operations is ambiguous: send each mutation its own "${argumentName}" argument, or do not batch mutations`,
-          );
-        }
+        refuseHeaderKeyOnBatch(
+          key,
+          isBatched(args.contextValue),
+          String(header),
+          `send each mutation its own "${argumentName}" argument`,
+        );
         checkSelections(schema, args.schema, args.document, operation, key);
       } catch (error) {
         refuse(error);

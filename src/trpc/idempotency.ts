@@ -1,11 +1,10 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import {
-  IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
 import { httpAnswerOf } from '../core/http-status.js';
-import { parseKeyHeader, resolveKey } from '../core/key.js';
+import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
@@ -303,11 +302,12 @@ async function readKey<Ctx>(
 ): Promise<{ key: string | undefined; fingerprinted: unknown }> {
   const { header, inputField, keyPolicy } = options;
   const headerKey = parseKeyHeader(headerOf(options.getHeaders(ctx), header), keyPolicy);
-  if (headerKey !== undefined && callsInRequest(ctx, call.batchIndex) > 1) {
-    throw new IdempotencyKeyInvalidError(
-      `An ${header} header on a batch of several calls is ambiguous: send the key in each call's "${inputField}" input, or do not batch mutations`,
-    );
-  }
+  refuseHeaderKeyOnBatch(
+    headerKey,
+    callsInRequest(ctx, call.batchIndex) > 1,
+    header,
+    `send the key in each call's "${inputField}" input`,
+  );
   const { input } = call;
   if (isRecord(input) && Object.hasOwn(input, inputField)) {
     const { [inputField]: inputKey, ...rest } = input;
