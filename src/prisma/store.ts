@@ -11,13 +11,7 @@ import {
   providerOf,
   type TransactionClientOf,
 } from './client.js';
-import {
-  asUnavailable,
-  isPrismaError,
-  isWriteConflict,
-  standalone,
-  unavailableOnConnectionError,
-} from './database-errors.js';
+import { retryingTransaction, standalone, unavailableOnConnectionError } from './database-errors.js';
 import { dialectFor } from './dialect.js';
 import { toRecord } from './row.js';
 
@@ -90,26 +84,15 @@ export function prismaStore<Client extends PrismaClientLike>(
       return record;
     },
 
-    async transaction(work) {
-      for (let attempt = 0; ; attempt++) {
-        let thrown: { error: unknown } | undefined;
-        try {
-          return await prisma.$transaction(async (tx: TransactionClientOf<Client> & PrismaQueryable) => {
-            try {
-              return await work(sessionOf(tx));
-            } catch (error) {
-              thrown = { error };
-              throw error;
-            }
-          }, transactionOptions);
-        } catch (error) {
-          // What the resolver threw of its own (a gateway's network error, say) is not the store's.
-          if (thrown?.error === error && !isPrismaError(error)) throw error;
-          if (attempt >= maxRetries || !isWriteConflict(error)) throw asUnavailable(error);
-          // Jittered backoff, so the transactions that collided do not collide again.
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** attempt));
-        }
-      }
+    transaction(work) {
+      return retryingTransaction(
+        (inside) =>
+          prisma.$transaction(
+            (tx: TransactionClientOf<Client> & PrismaQueryable) => inside(() => work(sessionOf(tx))),
+            transactionOptions,
+          ),
+        { maxRetries, busyWaitMs: transactionOptions.maxWait },
+      );
     },
 
     lease: leaseOperations(),
