@@ -2,15 +2,28 @@ import { IdempotencyStoreUnavailableError, IdempotencyTransactionExpiredError } 
 import type { PrismaClientLike, PrismaQueryable, PrismaTransactionOptions, Provider } from './client.js';
 
 /**
- * An error and what it wraps: Prisma puts a driver adapter's error under
- * `meta.driverAdapterError`, and the database's own under that one's `cause`.
+ * An error and what it wraps, depth first: Prisma puts a driver adapter's error under
+ * `meta.driverAdapterError` and the database's own under that one's `cause`; wrappers keep theirs
+ * as `cause`, a GraphQL error as `originalError`, an aggregate (a GraphQL operation that failed
+ * with several errors) in `errors`.
  */
-function* chainOf(error: unknown): Generator<Record<string, unknown>> {
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 6; depth++) {
-    const node = current as Record<string, unknown>;
-    yield node;
-    current = (node.meta as { driverAdapterError?: unknown } | undefined)?.driverAdapterError ?? node.cause;
-  }
+function* chainOf(error: unknown, depth = 0): Generator<Record<string, unknown>> {
+  if (!error || typeof error !== 'object' || depth > 6) return;
+  const node = error as Record<string, unknown>;
+  yield node;
+  const { meta, cause, originalError, errors } = node as {
+    meta?: { driverAdapterError?: unknown };
+    cause?: unknown;
+    originalError?: unknown;
+    errors?: unknown;
+  };
+  const wrapped = [
+    meta?.driverAdapterError,
+    cause,
+    originalError,
+    ...(Array.isArray(errors) ? errors.slice(0, 10) : []),
+  ];
+  for (const inner of wrapped) if (inner !== node) yield* chainOf(inner, depth + 1);
 }
 
 /** An error of Prisma's client or of a driver adapter beneath it. */

@@ -318,6 +318,15 @@ describe('classify', () => {
     expect(isDatabaseError(wrapped)).toBe(true);
   });
 
+  it('looks through a GraphQL operation that failed with the resolver’s error as its originalError', () => {
+    const fieldError = Object.assign(new Error('A query cannot be executed'), {
+      originalError: expired('query'),
+    });
+    const failedOperation = Object.assign(new Error('The operation failed'), { errors: [fieldError] });
+    expect(classify(failedOperation)).toBe('expired');
+    expect(isDatabaseError(failedOperation)).toBe(true);
+  });
+
   it('does not take a gateway’s network error for a database error', () => {
     expect(isDatabaseError(gatewayDown())).toBe(false);
   });
