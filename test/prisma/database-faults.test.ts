@@ -1,5 +1,5 @@
 import { Decimal } from '@prisma/client/runtime/client';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../../generated/postgresql/client.js';
 import type { PrismaClient as SqliteClient } from '../../generated/sqlite/client.js';
@@ -15,6 +15,7 @@ import { uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
 import {
   type PrivateServer,
+  type PrivateServerResult,
   privateMariaDb,
   privatePostgres,
   tryPrivateServer,
@@ -179,36 +180,43 @@ function holdKey(holder: Client, provider: 'postgresql' | 'mysql', scope: string
   return { inserted: inserted.opened, release };
 }
 
-const servers = [
-  ['PostgreSQL', privatePostgres],
-  ['MariaDB', privateMariaDb],
+const kinds = [
+  { name: 'PostgreSQL', provider: 'postgresql', start: privatePostgres },
+  { name: 'MariaDB', provider: 'mysql', start: privateMariaDb },
 ] as const;
 
-for (const [name, start] of servers) {
-  const started = await tryPrivateServer(start);
-  const title = `database faults on a private ${name} server`;
-  if (!started.server) {
-    describe.skip(`${title} (skipped: ${started.reason})`, () => {
-      it('could not start the server', () => undefined);
+for (const kind of kinds) {
+  describe(`database faults on a private ${kind.name} server`, () => {
+    let started: PrivateServerResult | undefined;
+    // Started here rather than when the file loads, so that a run that filters these tests out
+    // starts (and leaves behind) no server.
+    beforeAll(async () => {
+      started = await tryPrivateServer(kind.start);
     });
-    continue;
-  }
-  const server = started.server;
+    afterAll(() => started?.server?.destroy());
 
-  describe(title, () => {
-    afterAll(() => server.destroy());
+    /** Runs `test` on the server with a client of its own; skipped, saying why, without a server. */
+    const withServer = (
+      ctx: TestContext,
+      test: (server: PrivateServer, prisma: Client) => Promise<void>,
+      url?: (server: PrivateServer) => string,
+    ) => {
+      const server = started?.server;
+      if (!server) return ctx.skip(`no private ${kind.name} server: ${started?.reason ?? 'not started'}`);
+      return withClient(server, (prisma) => test(server, prisma), url?.(server));
+    };
 
     // The claim waits on the held key: a lock wait in PostgreSQL; in MariaDB the INSERT IGNORE
     // shows in the process list (INNODB_TRX does not list it while it waits).
     const lockWaits =
-      server.provider === 'postgresql'
+      kind.provider === 'postgresql'
         ? "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
         : "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT IGNORE INTO idempotency_records%'";
     const waiting = (prisma: Client) => async () =>
       Number((await prisma.$queryRawUnsafe<{ n: unknown }[]>(lockWaits))[0]?.n) > 0;
 
-    it("answers 503 when the server stops under the store's claim, and the retry runs once", () =>
-      withClient(server, async (prisma) => {
+    it("answers 503 when the server stops under the store's claim, and the retry runs once", (ctx) =>
+      withServer(ctx, async (server, prisma) => {
         const call = payment(prisma);
         const holder = await connect(server);
         try {
@@ -237,8 +245,8 @@ for (const [name, start] of servers) {
         }
       }));
 
-    it('answers 503 when the server stops while the resolver holds the transaction, and the retry runs once', () =>
-      withClient(server, async (prisma) => {
+    it('answers 503 when the server stops while the resolver holds the transaction, and the retry runs once', (ctx) =>
+      withServer(ctx, async (server, prisma) => {
         const call = payment(prisma);
         const error = await call.run(() => server.stop()).catch((e: unknown) => e);
         // pg: "Client has encountered a connection error and is not queryable" at the store's
@@ -250,8 +258,8 @@ for (const [name, start] of servers) {
         await expectRetryable(prisma, server, call, error, IdempotencyStoreUnavailableError);
       }));
 
-    it("answers 503 when the server is killed under the resolver's own tx write, and the retry runs once", () =>
-      withClient(server, async (prisma) => {
+    it("answers 503 when the server is killed under the resolver's own tx write, and the retry runs once", (ctx) =>
+      withServer(ctx, async (server, prisma) => {
         const call = payment(prisma);
         const slowWrite =
           server.provider === 'postgresql'
@@ -271,13 +279,13 @@ for (const [name, start] of servers) {
         await expectRetryable(prisma, server, call, error, IdempotencyStoreUnavailableError);
       }));
 
-    it.each([
+    it.for([
       ['the resolver’s own tx write', true],
       ['the store’s completion', false],
-    ])(
+    ] as const)(
       'answers IDEMPOTENCY_TRANSACTION_EXPIRED when the resolver outlives the transaction timeout (caught at %s)',
-      (_at, writesLate) =>
-        withClient(server, async (prisma) => {
+      ([, writesLate], ctx) =>
+        withServer(ctx, async (server, prisma) => {
           const call = payment(prisma, { transaction: { timeout: 400 } });
           const error = await call
             .run(async (tx) => {
@@ -291,9 +299,9 @@ for (const [name, start] of servers) {
         }),
     );
 
-    if (server.provider === 'postgresql') {
-      it('answers 503 with 57P03 while the server shuts down, and the retry runs once', () =>
-        withClient(server, async (prisma) => {
+    if (kind.provider === 'postgresql') {
+      it('answers 503 with 57P03 while the server shuts down, and the retry runs once', (ctx) =>
+        withServer(ctx, async (server, prisma) => {
           const call = payment(prisma);
           const holder = await connect(server);
           try {
@@ -318,8 +326,8 @@ for (const [name, start] of servers) {
           }
         }));
 
-      it('answers 503 when the connection is lost at COMMIT, and the retry runs once', () =>
-        withClient(server, async (prisma) => {
+      it('answers 503 when the connection is lost at COMMIT, and the retry runs once', (ctx) =>
+        withServer(ctx, async (server, prisma) => {
           // A deferred trigger ends its own backend at COMMIT, once (a sequence is not rolled back).
           await prisma.$executeRawUnsafe('CREATE SEQUENCE IF NOT EXISTS commit_faults');
           await prisma.$executeRawUnsafe(
@@ -348,11 +356,11 @@ for (const [name, start] of servers) {
         }));
     }
 
-    if (server.provider === 'mysql') {
-      it('answers 503 when the server is down and no connection can be had, and the retry runs once', () =>
-        withClient(
-          server,
-          async (prisma) => {
+    if (kind.provider === 'mysql') {
+      it('answers 503 when the server is down and no connection can be had, and the retry runs once', (ctx) =>
+        withServer(
+          ctx,
+          async (server, prisma) => {
             const call = payment(prisma);
             await server.stop();
             const error = await call.run().catch((e: unknown) => e);
@@ -360,7 +368,7 @@ for (const [name, start] of servers) {
             await server.start();
             await expectRetryable(prisma, server, call, error, IdempotencyStoreUnavailableError);
           },
-          `${server.url}?acquireTimeout=1000&connectTimeout=500`,
+          (server) => `${server.url}?acquireTimeout=1000&connectTimeout=500`,
         ));
     }
   });
