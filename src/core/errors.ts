@@ -147,7 +147,10 @@ export class IdempotencyResultUnstorableError extends IdempotencyError {
   }
 }
 
-/** The store could not be reached; the mutation did not run. */
+/**
+ * The store could not be reached, or lost its connection: the mutation did not run, or ran and rolled
+ * back (transactional mode), so a retry with the same key is safe.
+ */
 export class IdempotencyStoreUnavailableError extends IdempotencyError {
   override name = 'IdempotencyStoreUnavailableError';
   constructor(message = 'The idempotency store is unavailable', options?: { cause?: unknown }) {

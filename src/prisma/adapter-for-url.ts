@@ -1,4 +1,5 @@
 import type { Provider } from './client.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from './database-errors.js';
 
 /** A Prisma driver-adapter factory, as `new PrismaClient({ adapter })` takes it. */
 export interface DriverAdapterFactory {
@@ -37,7 +38,8 @@ export interface AdapterForUrlOptions {
 }
 
 /**
- * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:`,
+ * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` (with a busy
+ * timeout of `SQLITE_BUSY_TIMEOUT_MS`),
  * `@prisma/adapter-pg` for `postgresql://` (honouring libpq's `connect_timeout`, in seconds),
  * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
@@ -51,7 +53,11 @@ export async function adapterForUrl(
       const { PrismaBetterSqlite3 } = await importAdapter<typeof import('@prisma/adapter-better-sqlite3')>(
         '@prisma/adapter-better-sqlite3',
       );
-      return new PrismaBetterSqlite3({ url: url.replace(/^sqlite:/i, 'file:') });
+      // A short synchronous busy wait: the store waits out longer locks without blocking the event loop.
+      return new PrismaBetterSqlite3({
+        url: url.replace(/^sqlite:/i, 'file:'),
+        timeout: SQLITE_BUSY_TIMEOUT_MS,
+      });
     }
     case 'postgresql': {
       const { PrismaPg } = await importAdapter<typeof import('@prisma/adapter-pg')>('@prisma/adapter-pg');

@@ -1,16 +1,29 @@
-import { IdempotencyStoreUnavailableError } from '../core/errors.js';
+import { IdempotencyStoreUnavailableError, IdempotencyTransactionExpiredError } from '../core/errors.js';
 import type { PrismaClientLike, PrismaQueryable, PrismaTransactionOptions, Provider } from './client.js';
 
 /**
- * An error and what it wraps: Prisma puts a driver adapter's error under
- * `meta.driverAdapterError`, and the database's own under that one's `cause`.
+ * An error and what it wraps, depth first: Prisma puts a driver adapter's error under
+ * `meta.driverAdapterError` and the database's own under that one's `cause`; wrappers keep theirs
+ * as `cause`, a GraphQL error as `originalError`, an aggregate (a GraphQL operation that failed
+ * with several errors) in `errors`.
  */
-function* chainOf(error: unknown): Generator<Record<string, unknown>> {
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 6; depth++) {
-    const node = current as Record<string, unknown>;
-    yield node;
-    current = (node.meta as { driverAdapterError?: unknown } | undefined)?.driverAdapterError ?? node.cause;
-  }
+function* chainOf(error: unknown, depth = 0): Generator<Record<string, unknown>> {
+  if (!error || typeof error !== 'object' || depth > 6) return;
+  const node = error as Record<string, unknown>;
+  yield node;
+  const { meta, cause, originalError, errors } = node as {
+    meta?: { driverAdapterError?: unknown };
+    cause?: unknown;
+    originalError?: unknown;
+    errors?: unknown;
+  };
+  const wrapped = [
+    meta?.driverAdapterError,
+    cause,
+    originalError,
+    ...(Array.isArray(errors) ? errors.slice(0, 10) : []),
+  ];
+  for (const inner of wrapped) if (inner !== node) yield* chainOf(inner, depth + 1);
 }
 
 /** An error of Prisma's client or of a driver adapter beneath it. */
@@ -20,13 +33,73 @@ export function isPrismaError(error: unknown): boolean {
   return typeof clientVersion === 'string' || error.name === 'DriverAdapterError';
 }
 
+/**
+ * Whether Prisma or a driver adapter raised `error` or anything it wraps (a `TRPCError`, a
+ * resolver's own error with the database's as `cause`). A resolver's error with no database error
+ * inside (a payment gateway's `fetch failed`, even one caused by `ECONNREFUSED`) is not the store's.
+ */
+export function isDatabaseError(error: unknown): boolean {
+  for (const node of chainOf(error)) if (isPrismaError(node)) return true;
+  return false;
+}
+
+/**
+ * What a failed database call means for the transaction it ran in:
+ * - `writeConflict`: a write conflict, deadlock or serialization failure (Prisma `P2034`, `P2010`
+ *   with SQLSTATE `40001`/`40P01`, MySQL 1213 including Galera's certification failures). The
+ *   transaction rolled back; running it again usually succeeds.
+ * - `busy`: SQLite's lock is held by another connection (`SQLITE_BUSY`). Nothing ran; wait and
+ *   run it again.
+ * - `expired`: Prisma's interactive transaction outlived its `timeout` (`P2028`) and was rolled back.
+ * - `connection`: the database could not be reached, the connection broke (a restart, a killed
+ *   server or backend, a failover) or no connection could be had in time. A transaction it
+ *   happened in rolled back, or, lost at `COMMIT`, may have committed in full.
+ * - `undefined`: anything else (a constraint, a syntax error, the resolver's own error).
+ */
+export type DatabaseFailure = 'writeConflict' | 'busy' | 'expired' | 'connection';
+
+/** Classifies `error` (see `DatabaseFailure`), looking through the errors it wraps. */
+export function classify(error: unknown): DatabaseFailure | undefined {
+  if (isExpiredTransaction(error)) return 'expired';
+  if (isWriteConflict(error)) return 'writeConflict';
+  if (isBusy(error)) return 'busy';
+  if (isConnectionError(error)) return 'connection';
+  return undefined;
+}
+
 /** A write conflict, deadlock or serialization failure: worth running the transaction again. */
 export function isWriteConflict(error: unknown): boolean {
-  for (const { code, kind, originalCode } of chainOf(error)) {
+  for (const { code, kind, originalCode, meta } of chainOf(error)) {
     if (code === 'P2034' || kind === 'TransactionWriteConflict') return true;
-    // PostgreSQL serialization failure / deadlock; MySQL deadlock.
-    if (originalCode === '40001' || originalCode === '40P01' || code === 1213 || originalCode === '1213')
+    // P2010 (a raw query failed) carries the database's code; CockroachDB's retry errors are 40001.
+    const databaseCode = code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : originalCode;
+    // PostgreSQL (and CockroachDB) serialization failure / deadlock; MySQL deadlock (Galera
+    // reports a certification failure with the same 1213).
+    if (databaseCode === '40001' || databaseCode === '40P01' || databaseCode === '1213' || code === 1213)
       return true;
+  }
+  return false;
+}
+
+/** SQLite: another connection holds the lock (`SQLITE_BUSY`, `SQLITE_BUSY_SNAPSHOT`, ...). */
+export function isBusy(error: unknown): boolean {
+  for (const { originalCode } of chainOf(error)) {
+    if (typeof originalCode === 'string' && originalCode.startsWith('SQLITE_BUSY')) return true;
+  }
+  return false;
+}
+
+/**
+ * Prisma's interactive transaction is gone before it committed: it outlived its `timeout`
+ * ("A query cannot be executed on an expired transaction"), or was already rolled back or forgotten
+ * ("Transaction already closed", "Transaction not found"). Prisma rolled it back; nothing committed.
+ */
+export function isExpiredTransaction(error: unknown): boolean {
+  for (const { code, message } of chainOf(error)) {
+    if (code !== 'P2028') continue;
+    const text = String(message);
+    // "Unable to start a transaction in the given time" is a connection wait (see isConnectionError).
+    if (/expired transaction|rolled back|Transaction not found/i.test(text)) return true;
   }
   return false;
 }
@@ -45,9 +118,30 @@ const CONNECTION_CODES = new Set<unknown>([
   'ENOTFOUND',
   'EAI_AGAIN',
   'EPIPE',
-  45028, // mariadb: pool timeout, no connection could be made
-  '45028',
 ]);
+
+/**
+ * PostgreSQL SQLSTATEs of a connection the server ended or refused: `admin_shutdown` (a restart,
+ * `pg_terminate_backend`), `crash_shutdown` (another backend crashed), `cannot_connect_now`
+ * (starting up, shutting down, in recovery), `idle_session_timeout`, and an idle-in-transaction
+ * session timed out. Class 08 (connection exception) is matched as a class. CockroachDB's
+ * `40003` (statement completion unknown) is a result lost with its connection.
+ */
+const POSTGRES_CONNECTION_STATES = new Set<unknown>(['57P01', '57P02', '57P03', '57P05', '25P03', '40003']);
+
+/**
+ * MariaDB/MySQL error numbers of a connection lost or refused: the server's `ER_SERVER_SHUTDOWN`
+ * (1053), `ER_CONNECTION_KILLED` (1927), too many connections (1040, 1203), the C client's lost
+ * connection codes (2002, 2003, 2006, 2013); and the `mariadb` connector's own: connection already
+ * closed (45001), socket closed unexpectedly (45009), connect timeout (45012), command on a closed
+ * connection (45013), socket error (45019) or timeout (45026), pool timeout (45028), initial timeout
+ * (45039), ping timeout (45042), no connection in the pool (45061).
+ */
+const MYSQL_CONNECTION_ERRNOS = new Set<number>([
+  1040, 1053, 1203, 1927, 2002, 2003, 2006, 2013, 45001, 45009, 45012, 45013, 45019, 45026, 45028, 45039,
+  45042, 45061,
+]);
+
 const CONNECTION_KINDS = new Set<unknown>([
   'DatabaseNotReachable',
   'ConnectionClosed',
@@ -55,41 +149,173 @@ const CONNECTION_KINDS = new Set<unknown>([
   'TooManyConnections',
 ]);
 
-/** The database cannot be reached, or no connection could be had in time. */
+/** pg's own errors, which carry no code: a connection that ended, or a pool or connect timeout. */
+const PG_CONNECTION_MESSAGE =
+  /^(Connection terminated\b|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect)/;
+
+/**
+ * The database cannot be reached, the connection broke (a restart, a killed server, a failover),
+ * or no connection could be had in time.
+ */
 export function isConnectionError(error: unknown): boolean {
   for (const node of chainOf(error)) {
     const { code, kind, originalCode, name, message } = node;
     if (CONNECTION_CODES.has(code) || CONNECTION_CODES.has(originalCode) || CONNECTION_KINDS.has(kind))
       return true;
     if (name === 'PrismaClientInitializationError') return true;
-    // pg: the server closed the connection or did not answer, or the pool had no connection to
-    // hand out, within `connectionTimeoutMillis`.
-    if (
-      typeof message === 'string' &&
-      /^(Connection terminated\b|timeout exceeded when trying to connect)/.test(message)
-    )
+    if (kind === 'postgres' && typeof code === 'string') {
+      if (code.startsWith('08') || POSTGRES_CONNECTION_STATES.has(code)) return true;
+    }
+    // A mariadb connector error that no adapter converted (it has `errno` and `sqlState`).
+    if (typeof node.errno === 'number' && 'sqlState' in node && MYSQL_CONNECTION_ERRNOS.has(node.errno))
       return true;
+    if (kind === 'mysql') {
+      if (MYSQL_CONNECTION_ERRNOS.has(Number(code))) return true;
+      if (typeof node.state === 'string' && node.state.startsWith('08')) return true;
+      // Galera: this node has left the cluster's primary component (a partition, a restart).
+      if (code === 1047 && /WSREP/.test(String(message))) return true;
+    }
+    if (typeof message === 'string' && PG_CONNECTION_MESSAGE.test(message)) return true;
     // The pool (or SQLite's single writer) could not hand out a connection within `maxWait`.
     if (code === 'P2028' && /Unable to start a transaction/i.test(String(message))) return true;
   }
   return false;
 }
 
-/** The error to throw for `error`: `IDEMPOTENCY_STORE_UNAVAILABLE` if the database cannot be reached. */
-export function asUnavailable(error: unknown): unknown {
-  if (!isConnectionError(error)) return error;
-  return new IdempotencyStoreUnavailableError(
-    `The idempotency store is unavailable: ${lastLine((error as Error).message) || 'unreachable'}`,
-    { cause: error },
-  );
+/**
+ * The error to throw for `error` at the store's edge: `IDEMPOTENCY_TRANSACTION_EXPIRED` for a
+ * transaction that outlived its timeout, `IDEMPOTENCY_STORE_UNAVAILABLE` for a database that cannot
+ * be reached, a broken connection or a lock (SQLite's) not had in time; both 503, both retried by
+ * the shipped clients. Anything else is returned as it is.
+ */
+export function asStoreError(error: unknown): unknown {
+  switch (classify(error)) {
+    case 'expired':
+      return new IdempotencyTransactionExpiredError(
+        `The idempotency transaction expired before it committed; nothing was kept: ${lastLine((error as Error).message)}`,
+        { cause: error },
+      );
+    case 'connection':
+    case 'busy':
+      return new IdempotencyStoreUnavailableError(
+        `The idempotency store is unavailable: ${lastLine((error as Error).message) || 'unreachable'}`,
+        { cause: error },
+      );
+    default:
+      return error;
+  }
 }
 
-/** Runs `run`, turning a database that cannot be reached into `IDEMPOTENCY_STORE_UNAVAILABLE`. */
-export async function unavailableOnConnectionError<T>(run: () => PromiseLike<T>): Promise<T> {
+/** Former name of `asStoreError`. */
+export const asUnavailable = asStoreError;
+
+/**
+ * Runs `run`, waiting out SQLite's lock asynchronously (see `retryBusy`) and turning a database
+ * that cannot be reached into `IDEMPOTENCY_STORE_UNAVAILABLE` (see `asStoreError`).
+ */
+export async function unavailableOnConnectionError<T>(
+  run: () => PromiseLike<T>,
+  busyWaitMs: number = DEFAULT_BUSY_WAIT_MS,
+): Promise<T> {
   try {
-    return await run();
+    return await retryBusy(run, busyWaitMs);
   } catch (error) {
-    throw asUnavailable(error);
+    throw asStoreError(error);
+  }
+}
+
+/** How long a statement waits for SQLite's lock, asynchronously, when the caller does not say. */
+export const DEFAULT_BUSY_WAIT_MS = 5_000;
+
+/**
+ * The busy timeout (better-sqlite3's `timeout`, in ms) to create a `PrismaBetterSqlite3` adapter
+ * with. better-sqlite3 waits for a lock synchronously, blocking the event loop for up to this long
+ * (its default is 5,000 ms); the store waits out longer locks itself, asynchronously.
+ */
+export const SQLITE_BUSY_TIMEOUT_MS = 50;
+
+/**
+ * The pause before attempt `attempt + 1`: full jitter over an exponential ceiling, so that
+ * transactions that collided do not collide again in step.
+ */
+function backoffMs(attempt: number, baseMs: number, capMs: number): number {
+  return Math.random() * Math.min(capMs, baseMs * 2 ** attempt);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs `run` again while SQLite answers `SQLITE_BUSY`, with jittered backoff between attempts and
+ * for at most `busyWaitMs` in all. The wait is asynchronous: other requests are served meanwhile.
+ * Safe because a statement or transaction that got `SQLITE_BUSY` did not take effect.
+ */
+export async function retryBusy<T>(run: () => PromiseLike<T>, busyWaitMs: number): Promise<T> {
+  const deadline = performance.now() + busyWaitMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      const pause = backoffMs(attempt, 5, 100);
+      if (!isBusy(error) || performance.now() + pause > deadline) throw error;
+      await sleep(pause);
+    }
+  }
+}
+
+/** Options of `retryingTransaction`. */
+export interface TransactionRetryOptions {
+  /** How many times a transaction that failed on a write conflict runs again. */
+  maxRetries: number;
+  /**
+   * How long, in all, to wait for SQLite's lock (asynchronously) before giving up.
+   * @default DEFAULT_BUSY_WAIT_MS
+   */
+  busyWaitMs?: number;
+}
+
+/**
+ * Runs one interactive transaction, again after a write conflict (up to `maxRetries` times) or
+ * while SQLite's lock is busy (up to `busyWaitMs` in all), and maps what is left at the store's
+ * edge (`asStoreError`).
+ *
+ * `attempt` opens the transaction and runs the work through `inside`, so that an error the work
+ * threw (the resolver's) is told from one Prisma threw opening, committing or rolling back. A
+ * resolver error with no database error in it (a gateway's `fetch failed`) is rethrown as it is.
+ * Any database failure (the store's statements, the resolver's own `tx` statements, `COMMIT`)
+ * is the store's: the transaction rolled back, or, when the connection was lost at `COMMIT`,
+ * committed whole, so a retry with the same key either replays or starts clean.
+ */
+export async function retryingTransaction<T>(
+  attempt: (inside: <R>(work: () => Promise<R>) => Promise<R>) => PromiseLike<T>,
+  { maxRetries, busyWaitMs = DEFAULT_BUSY_WAIT_MS }: TransactionRetryOptions,
+): Promise<T> {
+  const busyUntil = performance.now() + busyWaitMs;
+  for (let conflicts = 0, tries = 0; ; tries++) {
+    let thrown: { error: unknown } | undefined;
+    const inside = async <R>(work: () => Promise<R>): Promise<R> => {
+      try {
+        return await work();
+      } catch (error) {
+        thrown = { error };
+        throw error;
+      }
+    };
+    try {
+      return await attempt(inside);
+    } catch (error) {
+      if (thrown?.error === error && !isDatabaseError(error)) throw error;
+      const failure = classify(error);
+      if (failure === 'writeConflict' && conflicts < maxRetries) {
+        await sleep(backoffMs(conflicts++, 10, 1_000));
+        continue;
+      }
+      const pause = backoffMs(tries, 5, 100);
+      if (failure === 'busy' && performance.now() + pause < busyUntil) {
+        await sleep(pause);
+        continue;
+      }
+      throw asStoreError(error);
+    }
   }
 }
 
@@ -102,7 +328,8 @@ function lastLine(text: string | undefined): string | undefined {
  * connection) a statement outside a transaction runs inside whichever one another request has
  * open, sees its uncommitted rows and rolls back with it: on SQLite, with a client that has
  * `$transaction`, the statement gets a short transaction of its own (which waits for the open one).
- * Connection failures become `IDEMPOTENCY_STORE_UNAVAILABLE`.
+ * SQLite's lock is waited for asynchronously, for up to `options.maxWait`; connection failures
+ * become `IDEMPOTENCY_STORE_UNAVAILABLE`.
  */
 export function standalone<T>(
   client: PrismaQueryable,
@@ -111,9 +338,11 @@ export function standalone<T>(
   options?: PrismaTransactionOptions,
 ): Promise<T> {
   const { $transaction } = client as Partial<PrismaClientLike>;
-  return unavailableOnConnectionError(() =>
-    provider === 'sqlite' && typeof $transaction === 'function'
-      ? (client as PrismaClientLike).$transaction((tx: PrismaQueryable) => statement(tx), options)
-      : statement(client),
+  return unavailableOnConnectionError(
+    () =>
+      provider === 'sqlite' && typeof $transaction === 'function'
+        ? (client as PrismaClientLike).$transaction((tx: PrismaQueryable) => statement(tx), options)
+        : statement(client),
+    options?.maxWait,
   );
 }

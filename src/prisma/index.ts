@@ -13,6 +13,14 @@ export type {
   TransactionClientOf,
 } from './client.js';
 export {
+  classify,
+  type DatabaseFailure,
+  isConnectionError,
+  isExpiredTransaction,
+  isWriteConflict,
+  SQLITE_BUSY_TIMEOUT_MS,
+} from './database-errors.js';
+export {
   type RecordStats,
   recordStats,
   type StatsOptions,

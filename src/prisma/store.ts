@@ -17,13 +17,7 @@ import {
   providerOf,
   type TransactionClientOf,
 } from './client.js';
-import {
-  asUnavailable,
-  isPrismaError,
-  isWriteConflict,
-  standalone,
-  unavailableOnConnectionError,
-} from './database-errors.js';
+import { retryingTransaction, standalone, unavailableOnConnectionError } from './database-errors.js';
 import { recordStatements } from './record-sql.js';
 import { toDate, toRecord } from './row.js';
 import { type Sql, textFor } from './sql.js';
@@ -116,27 +110,15 @@ export function prismaStore<Client extends PrismaClientLike>(
       return unavailableOnConnectionError(() => recordOf(prisma, statements.find(scope, key)));
     },
 
-    async transaction(work) {
-      for (let attempt = 0; ; attempt++) {
-        let thrown: { error: unknown } | undefined;
-        try {
-          return await prisma.$transaction(async (tx: Tx & PrismaQueryable) => {
-            try {
-              return await work(sessionOf(tx));
-            } catch (error) {
-              thrown = { error };
-              throw error;
-            }
-          }, transactionOptions);
-        } catch (error) {
-          // What the resolver threw of its own (a gateway's network error, say) is not the store's.
-          // A wrapper (GraphQL's failed operation) around a write conflict is retried all the same.
-          if (thrown?.error === error && !isPrismaError(error) && !isWriteConflict(error)) throw error;
-          if (attempt >= maxRetries || !isWriteConflict(error)) throw asUnavailable(error);
-          // Jittered backoff, so the transactions that collided do not collide again.
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** attempt));
-        }
-      }
+    transaction(work) {
+      return retryingTransaction(
+        (inside) =>
+          prisma.$transaction(
+            (tx: Tx & PrismaQueryable) => inside(() => work(sessionOf(tx))),
+            transactionOptions,
+          ),
+        { maxRetries, busyWaitMs: transactionOptions.maxWait },
+      );
     },
 
     lease: leaseOperations(),

@@ -1,0 +1,435 @@
+import { PrismaClientKnownRequestError } from '@prisma/client/runtime/client';
+import { DriverAdapterError } from '@prisma/driver-adapter-utils';
+import { describe, expect, it } from 'vitest';
+import {
+  IdempotencyStoreUnavailableError,
+  IdempotencyTransactionExpiredError,
+} from '../../src/core/errors.js';
+import {
+  asStoreError,
+  classify,
+  type DatabaseFailure,
+  isDatabaseError,
+  retryingTransaction,
+} from '../../src/prisma/database-errors.js';
+
+// The shapes below are the errors Prisma 7.10 and its driver adapters raised under real faults
+// (see database-faults.test.ts, which provokes each one): the same classes, codes, metas and messages.
+
+const clientVersion = '7.10.1';
+
+/** A raw query (`$executeRawUnsafe`, `$queryRawUnsafe`) the driver adapter failed. */
+function rawQueryFailed(code: string, message: string, cause: Record<string, unknown>) {
+  return new PrismaClientKnownRequestError(
+    `\nInvalid \`prisma.$executeRawUnsafe()\` invocation:\n\n\nRaw query failed. Code: \`${code}\`. Message: \`${message}\``,
+    { code: 'P2010', clientVersion, meta: { driverAdapterError: new DriverAdapterError(cause as never) } },
+  );
+}
+
+/** What adapter-pg's error carries for a PostgreSQL error it does not map to a kind of its own. */
+function postgres(code: string, message: string, severity = 'FATAL') {
+  return { originalCode: code, originalMessage: message, kind: 'postgres', code, severity, message };
+}
+
+/** What adapter-mariadb's error carries for a MariaDB or connector error it does not map. */
+function mysql(code: number, message: string, state: string) {
+  return { originalCode: String(code), originalMessage: message, kind: 'mysql', code, message, state };
+}
+
+/** An error of pg itself (no code), which Prisma rethrows with its `clientVersion`. */
+function pgClientError(message: string) {
+  return Object.assign(new Error(message), { clientVersion });
+}
+
+function expired(operation: 'query' | 'commit', model?: string) {
+  return new PrismaClientKnownRequestError(
+    `\nInvalid \`tx.payment.create()\` invocation:\n\nTransaction API error: A ${operation} cannot be executed on an expired transaction. The timeout for this transaction was 500 ms, however 805 ms passed since the start of the transaction. Consider increasing the interactive transaction timeout or doing less work in the transaction.`,
+    {
+      code: 'P2028',
+      clientVersion,
+      meta: { ...(model ? { modelName: model } : {}), operation, timeout: 500, timeTaken: 805 },
+    },
+  );
+}
+
+const writeConflict = { kind: 'TransactionWriteConflict' };
+
+/** What Node's fetch throws when a payment gateway (not the store) refuses the connection. */
+function gatewayDown() {
+  const cause = Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:443'), { code: 'ECONNREFUSED' });
+  return new TypeError('fetch failed', { cause });
+}
+
+const cases: [string, unknown, DatabaseFailure | undefined][] = [
+  // PostgreSQL
+  [
+    'PostgreSQL 57P01 from a statement (server stopped, backend terminated)',
+    rawQueryFailed(
+      '57P01',
+      'terminating connection due to administrator command',
+      postgres('57P01', 'terminating connection due to administrator command'),
+    ),
+    'connection',
+  ],
+  [
+    'PostgreSQL 57P01 at COMMIT (a bare driver adapter error)',
+    new DriverAdapterError(postgres('57P01', 'terminating connection due to administrator command') as never),
+    'connection',
+  ],
+  [
+    'PostgreSQL 57P03 when connecting (shutting down)',
+    rawQueryFailed(
+      '57P03',
+      'the database system is shutting down',
+      postgres('57P03', 'the database system is shutting down'),
+    ),
+    'connection',
+  ],
+  [
+    'PostgreSQL 57P03 when connecting (starting up)',
+    rawQueryFailed(
+      '57P03',
+      'the database system is starting up',
+      postgres('57P03', 'the database system is starting up'),
+    ),
+    'connection',
+  ],
+  [
+    'PostgreSQL 57P02 (another backend crashed)',
+    rawQueryFailed(
+      '57P02',
+      'terminating connection because of crash of another server process',
+      postgres('57P02', 'terminating connection because of crash of another server process', 'WARNING'),
+    ),
+    'connection',
+  ],
+  [
+    "pg's connection error on a client that lost its connection",
+    pgClientError('Client has encountered a connection error and is not queryable'),
+    'connection',
+  ],
+  [
+    "pg's connection terminated (killed backend or postmaster)",
+    pgClientError('Connection terminated unexpectedly'),
+    'connection',
+  ],
+  [
+    'server down: DatabaseNotReachable',
+    rawQueryFailed('N/A', "Can't reach database server at 127.0.0.1:5432", {
+      kind: 'DatabaseNotReachable',
+      host: '127.0.0.1',
+      port: 5432,
+    }),
+    'connection',
+  ],
+  [
+    'PostgreSQL 40001 from a raw statement (P2010)',
+    rawQueryFailed('40001', 'could not serialize access due to concurrent update', {
+      originalCode: '40001',
+      originalMessage: 'could not serialize',
+      ...writeConflict,
+    }),
+    'writeConflict',
+  ],
+  [
+    'PostgreSQL 40001 from a model query (P2034)',
+    new PrismaClientKnownRequestError(
+      'Transaction failed due to a write conflict or a deadlock. Please retry your transaction',
+      {
+        code: 'P2034',
+        clientVersion,
+        meta: {
+          modelName: 'Payment',
+          driverAdapterError: new DriverAdapterError({
+            originalCode: '40001',
+            originalMessage: 'could not serialize',
+            ...writeConflict,
+          } as never),
+        },
+      },
+    ),
+    'writeConflict',
+  ],
+  [
+    'CockroachDB 40001 as P2010 with meta.code',
+    new PrismaClientKnownRequestError(
+      'Raw query failed. Code: `40001`. Message: `restart transaction: TransactionRetryWithProtoRefreshError`',
+      {
+        code: 'P2010',
+        clientVersion,
+        meta: {
+          code: '40001',
+          message: 'restart transaction: TransactionRetryWithProtoRefreshError: WriteTooOldError',
+        },
+      },
+    ),
+    'writeConflict',
+  ],
+  [
+    'PostgreSQL 40P01 deadlock',
+    rawQueryFailed('40P01', 'deadlock detected', {
+      originalCode: '40P01',
+      originalMessage: 'deadlock detected',
+      ...writeConflict,
+    }),
+    'writeConflict',
+  ],
+  ['an expired transaction, at the resolver’s query', expired('query', 'Payment'), 'expired'],
+  ['an expired transaction, at COMMIT', expired('commit'), 'expired'],
+  [
+    'a transaction Prisma already rolled back',
+    new PrismaClientKnownRequestError(
+      'Transaction API error: Transaction already closed: A query cannot be executed on a transaction that was rolled back.',
+      { code: 'P2028', clientVersion },
+    ),
+    'expired',
+  ],
+  [
+    'no connection within maxWait',
+    new PrismaClientKnownRequestError(
+      'Transaction API error: Unable to start a transaction in the given time.',
+      { code: 'P2028', clientVersion },
+    ),
+    'connection',
+  ],
+  // MariaDB
+  [
+    'MariaDB 45009: socket closed (server stopped or killed mid-statement)',
+    rawQueryFailed(
+      '45009',
+      'socket has unexpectedly been closed',
+      mysql(45009, 'socket has unexpectedly been closed', '08S01'),
+    ),
+    'connection',
+  ],
+  [
+    'MariaDB 45013 from a model query: the connection was closed while idle in the transaction',
+    new PrismaClientKnownRequestError(
+      'Database error. Code: `45013`. Message: `Cannot execute new commands: connection closed`',
+      {
+        code: 'P2039',
+        clientVersion,
+        meta: {
+          modelName: 'Payment',
+          driverAdapterError: new DriverAdapterError(
+            mysql(45013, 'Cannot execute new commands: connection closed', '08S01') as never,
+          ),
+        },
+      },
+    ),
+    'connection',
+  ],
+  [
+    'MariaDB 45028: pool timeout, server down',
+    rawQueryFailed('45028', 'pool timeout: failed to retrieve a connection from pool after 1000ms', {
+      ...mysql(45028, 'pool timeout: failed to retrieve a connection from pool after 1000ms', 'HY000'),
+      cause: 'connect ECONNREFUSED 127.0.0.1:3306',
+    }),
+    'connection',
+  ],
+  [
+    'MariaDB 1927: connection killed',
+    rawQueryFailed('1927', 'Connection was killed', mysql(1927, 'Connection was killed', '70100')),
+    'connection',
+  ],
+  [
+    'MariaDB 1053: server shutdown in progress',
+    rawQueryFailed(
+      '1053',
+      'Server shutdown in progress',
+      mysql(1053, 'Server shutdown in progress', '08S01'),
+    ),
+    'connection',
+  ],
+  [
+    'Galera 1047: node not ready',
+    rawQueryFailed(
+      '1047',
+      'WSREP has not yet prepared node for application use',
+      mysql(1047, 'WSREP has not yet prepared node for application use', '08S01'),
+    ),
+    'connection',
+  ],
+  [
+    'MariaDB 1213 deadlock, and Galera’s certification failure',
+    rawQueryFailed(
+      '1213',
+      'WSREP detected deadlock/conflict and aborted the transaction. Try restarting the transaction',
+      {
+        originalCode: '1213',
+        originalMessage:
+          'WSREP detected deadlock/conflict and aborted the transaction. Try restarting the transaction',
+        ...writeConflict,
+      },
+    ),
+    'writeConflict',
+  ],
+  // SQLite
+  [
+    'SQLite busy at a statement',
+    rawQueryFailed('SQLITE_BUSY', 'database is locked', {
+      kind: 'SocketTimeout',
+      originalCode: 'SQLITE_BUSY',
+      originalMessage: 'database is locked',
+    }),
+    'busy',
+  ],
+  [
+    'SQLite busy at COMMIT',
+    new DriverAdapterError({
+      kind: 'SocketTimeout',
+      originalCode: 'SQLITE_BUSY',
+      originalMessage: 'database is locked',
+    } as never),
+    'busy',
+  ],
+  // Neither
+  [
+    'a unique constraint',
+    new PrismaClientKnownRequestError('Unique constraint failed on the fields: (`id`)', {
+      code: 'P2002',
+      clientVersion,
+      meta: { modelName: 'Payment' },
+    }),
+    undefined,
+  ],
+  [
+    'MariaDB 1317: query interrupted, the connection lives on',
+    rawQueryFailed(
+      '1317',
+      'Query execution was interrupted',
+      mysql(1317, 'Query execution was interrupted', '70100'),
+    ),
+    undefined,
+  ],
+  ['a plain error', new Error('card declined'), undefined],
+];
+
+describe('classify', () => {
+  it.each(cases)('%s', (_label, error, expected) => {
+    expect(classify(error)).toBe(expected);
+  });
+
+  it('looks through a wrapper that keeps the database error as its cause', () => {
+    const wrapped = new Error('INTERNAL_SERVER_ERROR', {
+      cause: pgClientError('Connection terminated unexpectedly'),
+    });
+    expect(classify(wrapped)).toBe('connection');
+    expect(isDatabaseError(wrapped)).toBe(true);
+  });
+
+  it('looks through a GraphQL operation that failed with the resolver’s error as its originalError', () => {
+    const fieldError = Object.assign(new Error('A query cannot be executed'), {
+      originalError: expired('query'),
+    });
+    const failedOperation = Object.assign(new Error('The operation failed'), { errors: [fieldError] });
+    expect(classify(failedOperation)).toBe('expired');
+    expect(isDatabaseError(failedOperation)).toBe(true);
+  });
+
+  it('does not take a gateway’s network error for a database error', () => {
+    expect(isDatabaseError(gatewayDown())).toBe(false);
+  });
+});
+
+describe('asStoreError', () => {
+  it('answers an expired transaction with IDEMPOTENCY_TRANSACTION_EXPIRED (503)', () => {
+    const error = asStoreError(expired('query'));
+    expect(error).toBeInstanceOf(IdempotencyTransactionExpiredError);
+    expect((error as IdempotencyTransactionExpiredError).status).toBe(503);
+  });
+
+  it.each(cases.filter(([, , expected]) => expected === 'connection' || expected === 'busy'))(
+    'answers %s with IDEMPOTENCY_STORE_UNAVAILABLE (503)',
+    (_label, cause) => {
+      const error = asStoreError(cause);
+      expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+      expect((error as IdempotencyStoreUnavailableError).cause).toBe(cause);
+    },
+  );
+
+  it('passes anything else through', () => {
+    const error = new Error('card declined');
+    expect(asStoreError(error)).toBe(error);
+  });
+});
+
+describe('retryingTransaction', () => {
+  const conflict = () =>
+    rawQueryFailed('40001', 'could not serialize', {
+      originalCode: '40001',
+      originalMessage: 'x',
+      ...writeConflict,
+    });
+
+  it('runs a transaction that hit a write conflict again, up to maxRetries times', async () => {
+    let attempts = 0;
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(async () => {
+          attempts++;
+          throw conflict();
+        }),
+      { maxRetries: 2 },
+    ).catch((e: unknown) => e);
+    expect(attempts).toBe(3);
+    expect(classify(error)).toBe('writeConflict');
+  });
+
+  it('rethrows the resolver’s own error untouched, even one caused by ECONNREFUSED', async () => {
+    const thrown = gatewayDown();
+    let attempts = 0;
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(async () => {
+          attempts++;
+          throw thrown;
+        }),
+      { maxRetries: 3 },
+    ).catch((e: unknown) => e);
+    expect(error).toBe(thrown);
+    expect(attempts).toBe(1);
+  });
+
+  it('answers a connection lost at COMMIT (thrown by Prisma, not by the work) with 503, without running again', async () => {
+    let attempts = 0;
+    const lost = new DriverAdapterError(
+      postgres('57P01', 'terminating connection due to administrator command') as never,
+    );
+    const error = await retryingTransaction(
+      async (inside) => {
+        await inside(async () => attempts++);
+        throw lost;
+      },
+      { maxRetries: 3 },
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect(attempts).toBe(1);
+  });
+
+  it('waits out SQLite’s busy lock asynchronously, then gives up with 503 after busyWaitMs', async () => {
+    const busy = () =>
+      rawQueryFailed('SQLITE_BUSY', 'database is locked', {
+        kind: 'SocketTimeout',
+        originalCode: 'SQLITE_BUSY',
+      });
+    let attempts = 0;
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    const started = performance.now();
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(async () => {
+          attempts++;
+          throw busy();
+        }),
+      { maxRetries: 0, busyWaitMs: 300 },
+    ).catch((e: unknown) => e);
+    clearInterval(ticker);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect(attempts).toBeGreaterThan(3);
+    expect(performance.now() - started).toBeLessThan(600);
+    // The timer kept firing while the store waited.
+    expect(ticks).toBeGreaterThan(10);
+  });
+});
