@@ -371,5 +371,49 @@ for (const kind of kinds) {
           (server) => `${server.url}?acquireTimeout=1000&connectTimeout=500`,
         ));
     }
+
+    /** A lease-mode charge whose gateway call succeeds, then the database goes down. */
+    const leasedCharge = (prisma: Client, leaseMs: number, outage: () => Promise<void>) => {
+      const scope = uniqueScope();
+      const charges = { count: 0 };
+      const run = () =>
+        runIdempotent(
+          {
+            store: prismaStore(prisma),
+            mode: 'lease',
+            leaseMs,
+            scope,
+            key: 'charge-1',
+            operation: 'payments.charge',
+            input: { amount: 5 },
+          },
+          async () => {
+            charges.count++; // the gateway charged the card
+            await outage();
+            return { charged: true };
+          },
+        );
+      return { scope, charges, run };
+    };
+
+    it('lease mode: retries storing the result through a restart while the lease lasts, so the card is charged once', (ctx) =>
+      withServer(ctx, async (server, prisma) => {
+        const charge = leasedCharge(prisma, 20_000, async () => {
+          await server.stop();
+          setTimeout(() => void server.start(), 1_500);
+        });
+        await expect(charge.run()).resolves.toMatchObject({ value: { charged: true }, replayed: false });
+        await expect(retryLikeTheClients(charge.run)).resolves.toMatchObject({ replayed: true });
+        expect(charge.charges.count).toBe(1);
+      }));
+
+    it('lease mode: answers IDEMPOTENCY_OUTCOME_UNKNOWN when the database stays down past the lease, never a retryable 503', (ctx) =>
+      withServer(ctx, async (server, prisma) => {
+        const charge = leasedCharge(prisma, 2_000, () => server.stop());
+        const error = await charge.run().catch((e: unknown) => e);
+        expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
+        await server.start();
+        expect(charge.charges.count).toBe(1);
+      }));
   });
 }
