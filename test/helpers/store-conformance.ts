@@ -177,6 +177,17 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
     });
 
     describe('lease mode', () => {
+      /** The store-level claim of key `k` by owner `a…`. */
+      const leaseRequest = (scope: string, leaseMs: number) => ({
+        scope,
+        key: 'k',
+        operation: 'op',
+        fingerprint: 'f'.repeat(64),
+        ttlMs: 60_000,
+        ownerToken: 'a'.repeat(64),
+        leaseMs,
+      });
+
       it('answers a duplicate during the lease with IN_PROGRESS and the rest of the lease as its hint', async () => {
         const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
         const held = gate();
@@ -245,15 +256,7 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       it('changes or deletes a claim only for the owner token that holds it', async () => {
         const scope = uniqueScope();
         const { lease } = target().store();
-        const claim = {
-          scope,
-          key: 'k',
-          operation: 'op',
-          fingerprint: 'f'.repeat(64),
-          ttlMs: 60_000,
-          ownerToken: 'a'.repeat(64),
-          leaseMs: 20_000,
-        };
+        const claim = leaseRequest(scope, 20_000);
         const store = target().store();
         const first = await lease.claim(claim);
         expect(first).toMatchObject({ claimed: true, tookOver: false });
@@ -282,15 +285,7 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       it('takes over an expired lease in the store’s own claim, and only then', async () => {
         const scope = uniqueScope();
         const { lease } = target().store();
-        const claim = {
-          scope,
-          key: 'k',
-          operation: 'op',
-          fingerprint: 'f'.repeat(64),
-          ttlMs: 60_000,
-          ownerToken: 'a'.repeat(64),
-          leaseMs: 5_000,
-        };
+        const claim = leaseRequest(scope, 5_000);
         await lease.claim(claim);
         await target().travel(scope, 4_000);
         expect(await lease.claim({ ...claim, ownerToken: 'b'.repeat(64) })).toMatchObject({ claimed: false });
