@@ -1,8 +1,5 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
-import {
-  IdempotencyKeyMissingError,
-  isIdempotencyError,
-} from '../core/errors.js';
+import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
