@@ -5,9 +5,16 @@
 import { createHash } from 'node:crypto';
 import {
   type Attributes,
+  type Context,
+  type Counter,
   context,
+  createNoopMeter,
+  type Histogram,
+  INVALID_SPANID,
+  type Meter,
   type MeterProvider,
   metrics,
+  ProxyTracerProvider,
   SpanKind,
   SpanStatusCode,
   type TracerProvider,
@@ -74,32 +81,104 @@ export interface IdempotencyTelemetry {
  * this nearly free (the key is hashed only for a recording span).
  */
 export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}): IdempotencyTelemetry {
-  const { recordScope = false, stuckRecords } = options;
+  const { recordScope = false } = options;
   const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION);
-  const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION);
+  const instruments = instrumentsOf(options);
+
+  const tracerProvider = options.tracerProvider;
+  const observe: ObserveCall = (call) => {
+    const measure = instruments();
+    // No SDK registered: nothing to observe, and the call runs exactly as if `observe` were unset.
+    if (measure.noop && tracingIsOff(tracerProvider)) return undefined;
+    const parent = context.active();
+    const common: Attributes = { [ATTR_OPERATION]: call.operation, [ATTR_MODE]: call.mode };
+    const span = tracer.startSpan(
+      `idempotency ${call.operation}`,
+      { kind: SpanKind.INTERNAL, attributes: common },
+      parent,
+    );
+    // A no-op tracer hands back the parent's context; an SDK makes a span of its own, sampled or not.
+    const traced = span.isRecording() || span.spanContext().spanId !== spanIdOf(parent);
+    const recording = span.isRecording();
+    if (recording) span.setAttributes(identity(call, recordScope));
+    const started: Partial<Record<IdempotencyPhase, number>> = {};
+    const observer: CallObserver = {
+      phaseStart(phase, at) {
+        started[phase] = at;
+        if (recording) span.addEvent(`idempotency.${phase}.start`);
+      },
+      phaseEnd(phase, at, error) {
+        if (recording) {
+          span.addEvent(`idempotency.${phase}.end`, error === undefined ? undefined : errorAttributes(error));
+        }
+        const since = started[phase];
+        if (since === undefined) return;
+        if (phase === 'wait') measure.waitDuration.record((at - since) / 1000, common);
+        else if (phase === 'resolver') measure.resolverDuration.record((at - since) / 1000, common);
+      },
+      end({ outcome, error, txRetries, resultBytes }) {
+        const attributes: Attributes = { ...common };
+        if (outcome !== undefined) attributes[ATTR_OUTCOME] = outcome;
+        if (error !== undefined) Object.assign(attributes, errorAttributes(error));
+        measure.calls.add(1, attributes);
+        if (txRetries > 0) measure.txRetries.add(txRetries, common);
+        if (resultBytes !== undefined) measure.resultSize.record(resultBytes, common);
+        if (recording) {
+          span.setAttributes({ ...attributes, [ATTR_TX_RETRIES]: txRetries });
+          if (error !== undefined) {
+            if (error instanceof Error) span.recordException(error);
+            span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
+          }
+        }
+        span.end();
+      },
+    };
+    // The store's and the resolver's spans become the call span's children.
+    if (traced) observer.around = (run) => context.with(trace.setSpan(parent, span), run);
+    return observer;
+  };
+
+  return { observe, onSweep: (deleted) => instruments().sweepDeleted.add(deleted) };
+}
+
+/** The metric instruments, and whether they are the API's no-op ones. */
+interface Instruments {
+  noop: boolean;
+  calls: Counter;
+  waitDuration: Histogram;
+  resolverDuration: Histogram;
+  resultSize: Histogram;
+  txRetries: Counter;
+  sweepDeleted: Counter;
+}
+
+const NoopCounter = createNoopMeter().createCounter('noop').constructor;
+
+/**
+ * The instruments, made on first use. The metrics API has no proxy: a meter taken before the SDK
+ * registered its provider stays a no-op for ever, so while ours is one and no provider was given,
+ * the global provider is looked up again.
+ */
+function instrumentsOf(options: IdempotencyTelemetryOptions): () => Instruments {
+  let provider: MeterProvider | undefined;
+  let current: Instruments | undefined;
+  return () => {
+    if (current && (!current.noop || options.meterProvider)) return current;
+    const now = options.meterProvider ?? metrics.getMeterProvider();
+    if (current && now === provider) return current;
+    provider = now;
+    current = createInstruments(now.getMeter(INSTRUMENTATION), options.stuckRecords);
+    return current;
+  };
+}
+
+function createInstruments(
+  meter: Meter,
+  stuckRecords: IdempotencyTelemetryOptions['stuckRecords'],
+): Instruments {
   const calls = meter.createCounter(METRIC_CALLS, {
     description: 'Idempotent calls, by outcome and mode',
     unit: '{call}',
-  });
-  const waitDuration = meter.createHistogram(METRIC_WAIT_DURATION, {
-    description: 'How long a call waited for a duplicate holding its key',
-    unit: 's',
-  });
-  const resolverDuration = meter.createHistogram(METRIC_RESOLVER_DURATION, {
-    description: 'How long the resolver of an idempotent call ran',
-    unit: 's',
-  });
-  const resultSize = meter.createHistogram(METRIC_RESULT_SIZE, {
-    description: 'The size of the stored results',
-    unit: 'By',
-  });
-  const txRetries = meter.createCounter(METRIC_TX_RETRIES, {
-    description: 'Transactions run again after a write conflict, deadlock or serialization failure',
-    unit: '{retry}',
-  });
-  const sweepDeleted = meter.createCounter(METRIC_SWEEP_DELETED, {
-    description: 'Expired records deleted by the sweeper',
-    unit: '{record}',
   });
   if (stuckRecords) {
     meter
@@ -109,51 +188,42 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
       })
       .addCallback(async (result) => result.observe(await stuckRecords()));
   }
-
-  const observe: ObserveCall = (call) => {
-    const common: Attributes = { [ATTR_OPERATION]: call.operation, [ATTR_MODE]: call.mode };
-    const parent = context.active();
-    const span = tracer.startSpan(
-      `idempotency ${call.operation}`,
-      { kind: SpanKind.INTERNAL, attributes: common },
-      parent,
-    );
-    if (span.isRecording()) span.setAttributes(identity(call, recordScope));
-    const started = new Map<IdempotencyPhase, number>();
-    const observer: CallObserver = {
-      around: (run) => context.with(trace.setSpan(parent, span), run),
-      phaseStart(phase, at) {
-        started.set(phase, at);
-        span.addEvent(`idempotency.${phase}.start`);
-      },
-      phaseEnd(phase, at, error) {
-        span.addEvent(`idempotency.${phase}.end`, error === undefined ? undefined : errorAttributes(error));
-        const since = started.get(phase);
-        if (since === undefined) return;
-        if (phase === 'wait') waitDuration.record((at - since) / 1000, common);
-        else if (phase === 'resolver') resolverDuration.record((at - since) / 1000, common);
-      },
-      end({ outcome, error, txRetries: retries, resultBytes }) {
-        const attributes: Attributes = { ...common };
-        if (outcome !== undefined) attributes[ATTR_OUTCOME] = outcome;
-        if (error !== undefined) Object.assign(attributes, errorAttributes(error));
-        calls.add(1, attributes);
-        if (retries > 0) txRetries.add(retries, common);
-        if (resultBytes !== undefined) resultSize.record(resultBytes, common);
-        if (span.isRecording()) {
-          span.setAttributes({ ...attributes, [ATTR_TX_RETRIES]: retries });
-          if (error !== undefined) {
-            if (error instanceof Error) span.recordException(error);
-            span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
-          }
-        }
-        span.end();
-      },
-    };
-    return observer;
+  return {
+    noop: calls.constructor === NoopCounter,
+    calls,
+    waitDuration: meter.createHistogram(METRIC_WAIT_DURATION, {
+      description: 'How long a call waited for a duplicate holding its key',
+      unit: 's',
+    }),
+    resolverDuration: meter.createHistogram(METRIC_RESOLVER_DURATION, {
+      description: 'How long the resolver of an idempotent call ran',
+      unit: 's',
+    }),
+    resultSize: meter.createHistogram(METRIC_RESULT_SIZE, {
+      description: 'The size of the stored results',
+      unit: 'By',
+    }),
+    txRetries: meter.createCounter(METRIC_TX_RETRIES, {
+      description: 'Transactions run again after a write conflict, deadlock or serialization failure',
+      unit: '{retry}',
+    }),
+    sweepDeleted: meter.createCounter(METRIC_SWEEP_DELETED, {
+      description: 'Expired records deleted by the sweeper',
+      unit: '{record}',
+    }),
   };
+}
 
-  return { observe, onSweep: (deleted) => sweepDeleted.add(deleted) };
+const NOOP_TRACER_PROVIDER = new ProxyTracerProvider().getDelegate();
+
+/** Whether spans go nowhere: no provider given, and none registered globally (yet). */
+function tracingIsOff(given: TracerProvider | undefined): boolean {
+  const provider = given ?? trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider && provider.getDelegate() === NOOP_TRACER_PROVIDER;
+}
+
+function spanIdOf(parent: Context): string {
+  return trace.getSpanContext(parent)?.spanId ?? INVALID_SPANID;
 }
 
 /** The attributes that identify a call, for a recording span only (the hash has a cost). */
