@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Prisma } from '../../generated/sqlite/client.js';
 import { useIdempotency } from '../../src/envelop/index.js';
+import { runIdempotent } from '../../src/index.js';
 import {
   ATTR_KEY_SOURCE,
   ATTR_OUTCOME,
@@ -18,6 +19,7 @@ import {
 import { prismaStore } from '../../src/prisma/index.js';
 import { idempotency } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { gate } from '../helpers/gate.js';
 import { isChildOf, telemetryHarness } from '../helpers/telemetry.js';
 
 const harness = telemetryHarness();
@@ -159,13 +161,50 @@ describeEachDatabase('Spans of idempotent calls with Prisma', (db) => {
     expect(callSpanUnder('POST /graphql (retry)').attributes[ATTR_OUTCOME]).toBe('replayed');
   });
 
+  it('marks a concurrent duplicate that waited for the first call, which ran once', async () => {
+    const userId = uniqueScope();
+    const started = gate();
+    const release = gate();
+    let runs = 0;
+    const options = {
+      store: prismaStore(prisma),
+      scope: userId,
+      key: 'k',
+      operation: 'orders.create',
+      input: {},
+      observe: telemetry.observe,
+    };
+    const pay = (name: string) =>
+      tracer.startActiveSpan(name, async (request) => {
+        const result = await runIdempotent(options, async (tx) => {
+          runs++;
+          started.open();
+          await release.opened;
+          await tx.payment.create({ data: { userId, amount: new Decimal('6'), currency: 'EUR' } });
+          return 'paid';
+        });
+        request.end();
+        return result;
+      });
+    const first = pay('first');
+    await started.opened;
+    const duplicate = pay('duplicate');
+    release.open();
+    expect((await Promise.all([first, duplicate])).map((r) => r.replayed)).toEqual([false, true]);
+    expect(runs).toBe(1);
+    expect(await prisma.payment.count({ where: { userId } })).toBe(1);
+    const waited = callSpanUnder('duplicate');
+    expect(waited.attributes[ATTR_OUTCOME]).toBe('waited_then_replayed');
+    expect(waited.events.map((e) => e.name)).toEqual(['idempotency.wait.start', 'idempotency.wait.end']);
+    expect(callSpanUnder('first').attributes[ATTR_OUTCOME]).toBe('executed');
+  });
+
   it('counts a write conflict the store retried', async () => {
     if (db.provider !== 'postgresql') return; // raising a serialization failure on demand needs PL/pgSQL
     const userId = uniqueScope();
     let attempts = 0;
     const before = (await harness.points(METRIC_TX_RETRIES))[0]?.value ?? 0;
     await tracer.startActiveSpan('job', async (job) => {
-      const { runIdempotent } = await import('../../src/index.js');
       await runIdempotent(
         {
           store: prismaStore(prisma),
