@@ -85,6 +85,7 @@ export interface CallObserver {
   /**
    * Runs the rest of the call (the store's statements and the resolver included). A tracer runs
    * it inside its span's context, so the spans of Prisma and of the resolver become its children.
+   * It must call `run` once and return what it returns.
    */
   around?<R>(run: () => R): R;
   /** A phase started. */
