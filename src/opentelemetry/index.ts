@@ -77,15 +77,15 @@ export interface IdempotencyTelemetry {
  * of the active span (the tRPC, Yoga or HTTP server instrumentation's) and the parent of the
  * spans the store and the resolver make (Prisma's, your own): the call runs in its context.
  * Span events mark the phases (`idempotency.wait.start` … `idempotency.store.end`), errors set
- * the span's status. With no OpenTelemetry SDK registered, the API's no-op tracer and meter make
- * this nearly free (the key is hashed only for a recording span).
+ * the span's status. With no OpenTelemetry SDK registered (neither a tracer nor a meter provider),
+ * `observe` returns `undefined` and calls run as if it were unset; the key is hashed only for a
+ * recording span.
  */
 export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}): IdempotencyTelemetry {
-  const { recordScope = false } = options;
-  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION);
+  const { recordScope = false, tracerProvider } = options;
+  const tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION);
   const instruments = instrumentsOf(options);
 
-  const tracerProvider = options.tracerProvider;
   const observe: ObserveCall = (call) => {
     const measure = instruments();
     // No SDK registered: nothing to observe, and the call runs exactly as if `observe` were unset.
