@@ -7,7 +7,9 @@
 //   3. duplicate storm: 64 concurrent calls with one key, against one execution;
 //   4. sweep: expired records deleted per second;
 //   5. peers: @aws-lambda-powertools/idempotency and @node-idempotency/core (Redis) wrapping the
-//      same handler behind the same tRPC server.
+//      same handler behind the same tRPC server;
+//   6. the OpenTelemetry observer with no SDK registered: fresh keys on the memory store with and
+//      without it (bench/observer-overhead.ts; `npm run bench:observer` shows all its scenarios).
 //
 // Scenarios compared with each other run interleaved after a warm-up, so the machine's load
 // drifts over all of them alike. Prints one table; writes bench/results/latest.json, latest.md
@@ -44,6 +46,7 @@ import {
   openClient,
   prepareDatabase,
 } from './databases.js';
+import { measureObserverOverhead } from './observer-overhead.js';
 import { connectPeers, type Peers } from './peers.js';
 import { burst, interleave, median, orderOf, p99, type Scenario } from './stats.js';
 
@@ -72,6 +75,7 @@ const settings = args.quick
       storms: 3,
       sweepRecords: 5_000,
       microIterations: 2_000,
+      observerRounds: 60,
     }
   : {
       warmup: 30,
@@ -82,6 +86,7 @@ const settings = args.quick
       storms: 12,
       sweepRecords: 100_000,
       microIterations: 20_000,
+      observerRounds: 400,
     };
 const CONCURRENCY = 32;
 const STORM = 64;
@@ -728,6 +733,14 @@ const selected = benchDatabases({ sqlite: args.sqlite, postgres: args.postgres, 
 );
 
 const cpu = cpuCosts();
+progress('OpenTelemetry observer, no SDK:');
+const observer = await measureObserverOverhead({ rounds: settings.observerRounds, warmup: 30, calls: 200 });
+const observerTarget = {
+  database: 'memory store',
+  target: 'OpenTelemetry observer without an SDK, fresh key ≤ 1.02×',
+  value: `${observer['observed, no SDK'].ratio.toFixed(3)}× (A/A ${observer['unobserved (A/A)'].ratio.toFixed(3)}×)`,
+  met: observer['observed, no SDK'].ratio <= 1.02,
+};
 let peers: Peers | undefined;
 try {
   peers = await connectPeers(args.redis!, `bench-${randomUUID()}`);
@@ -753,7 +766,7 @@ for (const db of selected) {
 await peers?.close();
 
 const rows = results.flatMap(({ m, r }) => tableRows(m, r));
-const targets = results.flatMap(({ m, r }) => targetsOf(m, r));
+const targets = [...results.flatMap(({ m, r }) => targetsOf(m, r)), observerTarget];
 const seconds = (performance.now() - runStarted) / 1000;
 const machine = {
   node: process.version,
@@ -777,6 +790,10 @@ console.log(
   `\nin process per call: fingerprint ${cpu.fingerprintUs.toFixed(1)} µs, serialize ${cpu.serializeUs.toFixed(1)} µs, ` +
     `deserialize ${cpu.deserializeUs.toFixed(1)} µs (${cpu.resultBytes}-byte result)`,
 );
+console.log(
+  `OpenTelemetry observer, fresh keys on the memory store: no SDK ${observerTarget.value} of unobserved ` +
+    `(${observer.unobserved.medianUs.toFixed(1)} µs a call); SDK recording ${observer['observed, SDK recording'].ratio.toFixed(2)}×`,
+);
 const missed = targets.filter((t) => !t.met);
 console.log(`targets met: ${targets.length - missed.length} of ${targets.length}`);
 for (const t of missed) console.log(`  missed on ${t.database}: ${t.target} (${t.value})`);
@@ -793,6 +810,7 @@ await writeFile(
       machine,
       settings: { ...settings, concurrency: CONCURRENCY, storm: STORM },
       cpu,
+      observer,
       databases: results.map(({ m, r }) => ({ ...m, ratios: r })),
       skipped,
       targets,

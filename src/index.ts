@@ -1,6 +1,6 @@
 /**
  * idempotent-mutations: the framework-free core. The integrations live in subpaths:
- * `/prisma`, `/trpc`, `/envelop`, `/client`.
+ * `/prisma`, `/trpc`, `/envelop`, `/client`, `/opentelemetry`.
  */
 
 export { type Decision, decide, type RecordRequest } from './core/decide.js';
@@ -9,6 +9,15 @@ export type { IdempotencyEvent, IdempotencyEventHandler, IdempotencyEventType } 
 export { canonicalJson, type FingerprintOptions, fingerprint } from './core/fingerprint.js';
 export { type HeaderValue, type KeyPolicy, parseKeyHeader, resolveKey, validateKey } from './core/key.js';
 export { type MemoryStoreOptions, memoryStore } from './core/memory-store.js';
+export type {
+  CallObserver,
+  CallSummary,
+  IdempotencyKeySource,
+  IdempotencyOutcome,
+  IdempotencyPhase,
+  ObserveCall,
+  ObservedCall,
+} from './core/observer.js';
 export { type LocalCacheOptions, withLocalCache } from './core/record-cache.js';
 export {
   type ClaimInfo,

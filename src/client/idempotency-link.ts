@@ -2,6 +2,7 @@ import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { keyHeaderValue } from './key-header.js';
+import { type ActiveSpanSource, markResend } from './resend-count.js';
 import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
 
 /** Options of `idempotencyLink`. */
@@ -33,6 +34,11 @@ export interface IdempotencyLinkOptions {
   generateKey?: () => string;
   /** How failed attempts are retried. @default { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } */
   retry?: RetryOptions;
+  /**
+   * `trace` from `@opentelemetry/api`: each retry sets `http.request.resend_count` on the span
+   * active when it is sent. @default undefined (nothing recorded)
+   */
+  trace?: ActiveSpanSource;
 }
 
 /**
@@ -53,6 +59,7 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
     inputField = 'idempotencyKey',
     generateKey = () => globalThis.crypto.randomUUID(),
     retry,
+    trace,
   } = options;
   // A link placed before this one (tRPC's `retryLink`, say) retries by sending the same operation
   // object again: it must get the same key, not a new one.
@@ -85,6 +92,7 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         const attempt = () => {
           timer = undefined;
           attempts++;
+          markResend(trace, attempts - 1);
           current = next(keyed).subscribe({
             next: (envelope) => observer.next(envelope),
             complete: () => observer.complete(),

@@ -1,5 +1,6 @@
 import { operationTypeOf, passesArgument, rootKeyCoverage } from './graphql-document.js';
 import { keyHeaderValue } from './key-header.js';
+import { type ActiveSpanSource, markResend } from './resend-count.js';
 import {
   type AttemptFailure,
   RETRYABLE_CODES,
@@ -35,6 +36,11 @@ export interface IdempotentFetchOptions {
   generateKey?: () => string;
   /** How failed attempts are retried. @default { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } */
   retry?: RetryOptions;
+  /**
+   * `trace` from `@opentelemetry/api`: each retry sets `http.request.resend_count` on the span
+   * active when it is sent. @default undefined (nothing recorded)
+   */
+  trace?: ActiveSpanSource;
 }
 
 /**
@@ -61,6 +67,7 @@ export function idempotentFetch(
     argumentName = 'idempotencyKey',
     generateKey = () => globalThis.crypto.randomUUID(),
     retry,
+    trace,
   } = options;
 
   /**
@@ -103,6 +110,7 @@ export function idempotentFetch(
     const policy = retried ? retry : { ...retry, attempts: 1 };
     for (let attempt = 1; ; attempt++) {
       let response: Response;
+      markResend(trace, attempt - 1);
       try {
         response = await send();
       } catch (error) {

@@ -1,3 +1,4 @@
+import type { CallTracking } from './call-tracking.js';
 import type { RecordRequest } from './decide.js';
 import {
   IdempotencyKeyInProgressError,
@@ -60,6 +61,8 @@ export interface Call<T, Tx> {
   clock: () => number;
   signal: AbortSignal | undefined;
   emit: (type: IdempotencyEventType) => void;
+  /** The observer's view of the call; `undefined` (and free) when `observe` is unset. */
+  tracking: CallTracking | undefined;
 }
 
 /**

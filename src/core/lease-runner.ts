@@ -39,16 +39,28 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     key: call.request.key,
     ownerToken: randomBytes(32).toString('hex'),
   };
+  const { tracking } = call;
   const claimedAt = call.clock();
-  const firstSeenAt = await claimLease(call, owner);
+  tracking?.start('claim');
+  let firstSeenAt: Date | IdempotentResult<T>;
+  try {
+    firstSeenAt = await claimLease(call, owner);
+  } catch (error) {
+    tracking?.finish('claim', error);
+    throw error;
+  }
+  tracking?.finish('claim');
   if (!(firstSeenAt instanceof Date)) return firstSeenAt;
 
   const lost = () => call.emit('fenced');
   const heartbeat = startHeartbeat(call, lease, owner, claimedAt, lost);
   let value: T;
+  tracking?.start('resolver');
   try {
     value = await call.resolver(lease.client, { ...call.request, firstSeenAt });
+    tracking?.finish('resolver');
   } catch (error) {
+    tracking?.finish('resolver', error);
     const stored = call.replayErrors(error) ? storedErrorText(call, error) : undefined;
     if (stored === undefined) {
       await heartbeat.stop();
@@ -118,12 +130,16 @@ async function complete<T, Tx>(
   resultIsError: boolean,
 ): Promise<Completed> {
   const completion = { ...owner, result, resultIsError, ttlMs: call.ttlMs };
+  const { tracking } = call;
   let failure: unknown;
+  tracking?.start('store');
   try {
     for (let attempt = 0; ; attempt++) {
       try {
         const completed = await call.store.lease.complete(completion);
         if (completed) {
+          if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
+          tracking?.finish('store');
           call.emit('completed');
           return completed;
         }
@@ -133,6 +149,7 @@ async function complete<T, Tx>(
         const delay = Math.min(1_000, 25 * 2 ** attempt);
         // Keep a margin: the renewal that set the lease's end was sent before it was applied.
         if (call.clock() + delay >= heartbeat.heldUntil() - Math.min(1_000, call.leaseMs / 10)) {
+          tracking?.finish('store', failure);
           call.emit('outcome_unknown');
           throw new IdempotencyOutcomeUnknownError(
             'The mutation ran, but its result could not be stored while its lease lasted; its effects may have ' +
@@ -147,6 +164,7 @@ async function complete<T, Tx>(
     await heartbeat.stop();
   }
   // Fenced: another request took the key over after our lease ran out.
+  tracking?.finish('store');
   call.emit('fenced');
   const current = await call.store.find(owner.scope, owner.key).catch(() => null);
   const retryAfter = current?.status === 'IN_PROGRESS' ? Math.max(0, current.liveForMs) : 0;

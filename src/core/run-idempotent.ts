@@ -8,11 +8,13 @@ import {
   type RecordInfo,
   type Resolver,
 } from './call.js';
+import { CallTracking } from './call-tracking.js';
 import { decide, foreignRecordError } from './decide.js';
 import type { IdempotencyEventHandler, IdempotencyEventType } from './events.js';
 import { type FingerprintOptions, fingerprint } from './fingerprint.js';
 import { type KeyPolicy, validateKey } from './key.js';
 import { runUnderLease } from './lease-runner.js';
+import type { IdempotencyKeySource, ObserveCall } from './observer.js';
 import { type Serializer, superjsonSerializer } from './serializer.js';
 import { heldKeys, waitForHolders } from './single-flight.js';
 import type { Store } from './store.js';
@@ -110,6 +112,19 @@ export interface RunIdempotentOptions<Tx = unknown> {
    * `in_progress`, and in lease mode `released` and `fenced`. Nothing is logged by default.
    */
   onEvent?: IdempotencyEventHandler;
+  /**
+   * Observes each call: its start and end, its phases (`wait`, `claim`, `resolver`, `store`), its
+   * outcome and the transaction's retries (see `CallObserver`). `idempotent-mutations/opentelemetry`
+   * makes one; any tracer or metrics library can be plugged in the same way. When unset, nothing
+   * is observed and nothing is paid for it.
+   * @default undefined
+   */
+  observe?: ObserveCall;
+  /**
+   * Where the key came from, told to `observe` (`idempotency.key_source`). The integrations set it.
+   * @default undefined
+   */
+  keySource?: IdempotencyKeySource;
 }
 
 const DAY_MS = 86_400_000;
@@ -129,12 +144,27 @@ export async function runIdempotent<T, Tx = unknown>(
   resolver: Resolver<T, Tx>,
 ): Promise<IdempotentResult<T>> {
   const { call, mode } = resolveCall(options, resolver);
-  const { store, request } = call;
+  return call.tracking ? call.tracking.run(() => dispatch(call, mode)) : dispatch(call, mode);
+}
+
+/** Answers from the record, or runs the call in its mode. */
+async function dispatch<T, Tx>(
+  call: Call<T, Tx>,
+  mode: 'transactional' | 'lease',
+): Promise<IdempotentResult<T>> {
+  const { store, request, tracking } = call;
   const held = heldKeys(store.backend ?? store);
   const id = `${request.scope}\u0000${request.key}`;
   const deadline = call.clock() + call.waitTimeoutMs;
   for (;;) {
-    if (!(await waitForHolders(held, id, deadline, call.clock))) {
+    const waiting = tracking !== undefined && held.has(id);
+    if (waiting) {
+      tracking.waited = true;
+      tracking.start('wait');
+    }
+    const settled = await waitForHolders(held, id, deadline, call.clock);
+    if (waiting) tracking.finish('wait');
+    if (!settled) {
       call.emit('in_progress');
       throw stillRunning(call);
     }
@@ -180,7 +210,13 @@ function resolveCall<T, Tx>(
     operation,
     fingerprint: fingerprint(operation, options.input, options.fingerprintOptions),
   };
+  const tracking = CallTracking.of(
+    options.observe,
+    { scope, key, operation, fingerprint: request.fingerprint, mode, keySource: options.keySource },
+    clock,
+  );
   const emit = (type: IdempotencyEventType) => {
+    tracking?.event(type);
     try {
       onEvent?.({ type, scope, key, operation, mode, durationMs: clock() - started });
     } catch {
@@ -204,6 +240,7 @@ function resolveCall<T, Tx>(
     clock,
     signal: options.signal,
     emit,
+    tracking,
   };
   return { call, mode };
 }

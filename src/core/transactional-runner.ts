@@ -37,27 +37,49 @@ export async function runInTransaction<T, Tx>(
     }, waitTimeoutMs);
   });
 
+  const { tracking } = call;
   const running = transaction(async (session: TransactionSession<Tx>): Promise<Outcome<T>> => {
     resolverError = undefined;
-    const claimed = await claimOrTakeOver(call, session, () => abandoned);
+    // The store runs this again after a write conflict: the attempts are the observer's retries.
+    if (tracking) tracking.attempts++;
+    tracking?.start('claim');
+    let claimed: Awaited<ReturnType<typeof claimOrTakeOver<T, Tx>>>;
+    try {
+      claimed = await claimOrTakeOver(call, session, () => abandoned);
+    } catch (error) {
+      tracking?.finish('claim', error);
+      throw error;
+    }
+    tracking?.finish('claim');
     clearTimeout(waitTimer);
     if ('answer' in claimed) return { kind: 'existing', answer: claimed.answer };
     const info = { ...request, firstSeenAt: claimed.firstSeenAt };
     let value: T;
+    tracking?.start('resolver');
     try {
       value = await call.resolver(session.tx, info);
     } catch (error) {
+      tracking?.finish('resolver', error);
       resolverError = { error };
       throw error;
     }
+    tracking?.finish('resolver');
     const result = storedText(call.serializer, value, call.maxResultBytes);
-    const completed = await session.complete({
-      ...keyOf(call),
-      result,
-      resultIsError: false,
-      ttlMs: call.ttlMs,
-    });
-    return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
+    tracking?.start('store');
+    try {
+      const completed = await session.complete({
+        ...keyOf(call),
+        result,
+        resultIsError: false,
+        ttlMs: call.ttlMs,
+      });
+      if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
+      tracking?.finish('store');
+      return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
+    } catch (error) {
+      tracking?.finish('store', error);
+      throw error;
+    }
   });
   // Once abandoned, nobody awaits the transaction; its rollback must not go unhandled.
   running.catch(() => undefined);
@@ -109,6 +131,9 @@ async function claimOrTakeOver<T, Tx>(
       return { firstSeenAt };
     }
     default:
+      // The record was not live at the first read (or the call waited for its holder's row): this
+      // call waited for a duplicate.
+      if (call.tracking) call.tracking.waited = true;
       return { answer: () => answer(call, existing, decision) };
   }
 }
@@ -121,6 +146,8 @@ async function claimOrTakeOver<T, Tx>(
 async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<void> {
   const result = storedErrorText(call, error);
   if (result === undefined) return; // Unstorable: the key simply stays retryable.
+  const { tracking } = call;
+  tracking?.start('store');
   const stored = await call.store.transaction!(async (session) => {
     const claimRequest = { ...call.request, ttlMs: call.ttlMs };
     const claimed = await session.claim(claimRequest);
@@ -131,7 +158,12 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
     }
     await session.complete({ ...keyOf(call), result, resultIsError: true, ttlMs: call.ttlMs });
     return true;
+  }).catch((failure: unknown) => {
+    tracking?.finish('store', failure);
+    throw failure;
   });
+  if (tracking && stored) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
+  tracking?.finish('store');
   if (stored) call.emit('completed');
 }
 

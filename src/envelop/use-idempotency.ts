@@ -38,7 +38,7 @@ export type ScopeValue = string | number | null | undefined;
 /** Options of `useIdempotency`; the core's options (`store`, `ttlMs`, `onEvent`, …) pass through. */
 // biome-ignore lint/suspicious/noExplicitAny: an unannotated `scope` may read any context member.
 export interface UseIdempotencyOptions<Context = any, Tx = unknown>
-  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input'> {
+  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input' | 'keySource'> {
   /**
    * The principal or tenant a key belongs to, read from the GraphQL context (e.g. the user id).
    * Two principals that send the same key never see each other's records.
@@ -267,6 +267,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
             key,
             operation: coordinate,
             input,
+            keySource: 'argument',
           },
           (tx) => resolve(source, args, withTransaction(context, txName, tx), info),
         );
@@ -301,6 +302,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           scope: await scope(args.contextValue as Context),
           key,
           operation: `mutation ${operationName ?? '(anonymous)'}`.slice(0, 255),
+          keySource: 'header',
           input: { document: print(args.document), operationName, variables: variables.coerced },
           // Stored only when the user's `replayErrors` accepts every error of the operation.
           replayErrors: (error) =>

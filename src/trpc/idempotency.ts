@@ -85,7 +85,7 @@ export interface ScopeOptions<Ctx> {
 
 /** Options of `idempotency()`: the `runIdempotent` options, and how to read keys from tRPC calls. */
 export interface IdempotencyOptions<Ctx, Tx, TxName extends string = 'tx'>
-  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input'> {
+  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input' | 'keySource'> {
   /**
    * The principal or tenant a key belongs to, such as `({ ctx }) => ctx.user.id`. Two scopes
    * never see each other's records. Return `null` only with `allowGlobalScope: true`.
@@ -186,7 +186,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
     }
 
     try {
-      const { key, fingerprinted } = await readKey(opts, ctx, {
+      const { key, fingerprinted, keySource } = await readKey(opts, ctx, {
         header,
         inputField,
         getHeaders,
@@ -222,6 +222,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           key,
           operation: path,
           input: fingerprinted,
+          keySource,
           onEvent: (event) => {
             if (event.type === 'replayed') replayed = true;
             core.onEvent?.(event);
@@ -296,7 +297,7 @@ async function readKey<Ctx>(
     inputField: string;
     getHeaders: (ctx: Ctx) => HeadersLike | undefined;
   },
-): Promise<{ key: string | undefined; fingerprinted: unknown }> {
+): Promise<{ key: string | undefined; fingerprinted: unknown; keySource: 'header' | 'input' }> {
   const { header, inputField, keyPolicy } = options;
   const headerKey = parseKeyHeader(headerOf(options.getHeaders(ctx), header), keyPolicy);
   refuseHeaderKeyOnBatch(
@@ -306,14 +307,16 @@ async function readKey<Ctx>(
     `send the key in each call's "${inputField}" input`,
   );
   const { input } = call;
+  // Both present means both agree (`resolveKey` refuses otherwise): the header is named.
+  const keySource = headerKey !== undefined ? 'header' : 'input';
   if (isRecord(input) && Object.hasOwn(input, inputField)) {
     const { [inputField]: inputKey, ...rest } = input;
-    return { key: resolveKey(headerKey, inputKey, keyPolicy), fingerprinted: rest };
+    return { key: resolveKey(headerKey, inputKey, keyPolicy), fingerprinted: rest, keySource };
   }
   // A schema that does not declare the field strips it: read it from what the client sent.
   const raw = await call.getRawInput();
   const rawKey = isRecord(raw) && Object.hasOwn(raw, inputField) ? raw[inputField] : undefined;
-  return { key: resolveKey(headerKey, rawKey, keyPolicy), fingerprinted: input };
+  return { key: resolveKey(headerKey, rawKey, keyPolicy), fingerprinted: input, keySource };
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

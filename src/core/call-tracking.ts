@@ -1,0 +1,99 @@
+import type { IdempotencyEventType } from './events.js';
+import type {
+  CallObserver,
+  IdempotencyOutcome,
+  IdempotencyPhase,
+  ObserveCall,
+  ObservedCall,
+} from './observer.js';
+
+/**
+ * What the runners tell an observer, kept on the call only when `observe` is set: the runners
+ * reach it through `call.tracking?.`, so an unobserved call pays nothing else. Observers never
+ * change the outcome: whatever they throw is swallowed.
+ */
+export class CallTracking {
+  /** Set when the call found its key held by a duplicate and waited for it. */
+  waited = false;
+  /** How many times the store ran this call's transaction. */
+  attempts = 0;
+  resultBytes: number | undefined;
+  private outcome: IdempotencyOutcome | undefined;
+  private readonly started: number;
+
+  private constructor(
+    private readonly observer: CallObserver,
+    private readonly clock: () => number,
+  ) {
+    this.started = clock();
+  }
+
+  /** The tracking of a call, or `undefined` when nobody observes it. */
+  static of(
+    observe: ObserveCall | undefined,
+    call: ObservedCall,
+    clock: () => number,
+  ): CallTracking | undefined {
+    if (!observe) return undefined;
+    let observer: CallObserver | undefined;
+    try {
+      observer = observe(call);
+    } catch {
+      return undefined;
+    }
+    return observer ? new CallTracking(observer, clock) : undefined;
+  }
+
+  /** Runs the call within the observer's `around`, and reports its end. */
+  run<R>(work: () => Promise<R>): Promise<R> {
+    const observed = async () => {
+      try {
+        const value = await work();
+        this.end(undefined);
+        return value;
+      } catch (error) {
+        this.end(error);
+        throw error;
+      }
+    };
+    return this.observer.around ? this.observer.around(observed) : observed();
+  }
+
+  start(phase: IdempotencyPhase): void {
+    try {
+      this.observer.phaseStart?.(phase, this.clock());
+    } catch {
+      // An observer must never change the outcome.
+    }
+  }
+
+  finish(phase: IdempotencyPhase, error?: unknown): void {
+    try {
+      this.observer.phaseEnd?.(phase, this.clock(), error);
+    } catch {
+      // An observer must never change the outcome.
+    }
+  }
+
+  /** Follows the call's events to its outcome: the last one that says how the call ended wins. */
+  event(type: IdempotencyEventType): void {
+    if (type === 'completed') return;
+    if (type === 'claimed') this.outcome = 'executed';
+    else if (type === 'replayed') this.outcome = this.waited ? 'waited_then_replayed' : 'replayed';
+    else this.outcome = type;
+  }
+
+  private end(error: unknown): void {
+    try {
+      this.observer.end({
+        outcome: this.outcome,
+        error,
+        txRetries: Math.max(0, this.attempts - 1),
+        resultBytes: this.resultBytes,
+        durationMs: this.clock() - this.started,
+      });
+    } catch {
+      // An observer must never change the outcome.
+    }
+  }
+}

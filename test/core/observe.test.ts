@@ -1,0 +1,159 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type CallObserver,
+  type CallSummary,
+  memoryStore,
+  type ObservedCall,
+  type RunIdempotentOptions,
+  runIdempotent,
+} from '../../src/index.js';
+import { movableClock } from '../helpers/clock.js';
+import { gate } from '../helpers/gate.js';
+
+/** An observer that writes down what it is told, in order. */
+function recorder() {
+  const calls: { call: ObservedCall; steps: string[]; summary?: CallSummary; ends: number }[] = [];
+  const observe = (call: ObservedCall): CallObserver => {
+    const seen: (typeof calls)[number] = { call, steps: [], ends: 0 };
+    calls.push(seen);
+    return {
+      around: (run) => {
+        seen.steps.push('around');
+        return run();
+      },
+      phaseStart: (phase) => seen.steps.push(`${phase}.start`),
+      phaseEnd: (phase, _at, error) => seen.steps.push(`${phase}.end${error ? ' (error)' : ''}`),
+      end: (summary) => {
+        seen.ends++;
+        seen.summary = summary;
+      },
+    };
+  };
+  return { calls, observe };
+}
+
+function options(overrides: Partial<RunIdempotentOptions> = {}) {
+  const { observe, calls } = recorder();
+  const clock = movableClock();
+  const base = {
+    store: memoryStore({ clock: clock.now }),
+    scope: 'user-1',
+    key: 'key-1',
+    operation: 'payments.create',
+    input: { amount: 3 },
+    keySource: 'header' as const,
+    observe,
+    ...overrides,
+  };
+  return { base, calls, clock };
+}
+
+describe('the observe hook', () => {
+  it('reports a fresh transactional call’s phases in order, then its end once', async () => {
+    const { base, calls } = options();
+    await runIdempotent(base, async () => 'paid');
+    expect(calls).toHaveLength(1);
+    const [only] = calls;
+    expect(only?.call).toMatchObject({
+      scope: 'user-1',
+      key: 'key-1',
+      operation: 'payments.create',
+      mode: 'transactional',
+      keySource: 'header',
+      fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(only?.steps).toEqual([
+      'around',
+      'claim.start',
+      'claim.end',
+      'resolver.start',
+      'resolver.end',
+      'store.start',
+      'store.end',
+    ]);
+    expect(only?.ends).toBe(1);
+    expect(only?.summary).toMatchObject({
+      outcome: 'executed',
+      error: undefined,
+      txRetries: 0,
+      resultBytes: expect.any(Number),
+    });
+  });
+
+  it.each([
+    ['lease', { mode: 'lease' as const }],
+    ['transactional', {}],
+  ])(
+    'reports a resolver that throws in %s mode: the error, and no stored result',
+    async (mode, overrides) => {
+      const { base, calls } = options(overrides);
+      const failure = new Error('gateway down');
+      await expect(
+        runIdempotent(base, async () => {
+          throw failure;
+        }),
+      ).rejects.toBe(failure);
+      expect(calls[0]?.steps).toContain('resolver.end (error)');
+      expect(calls[0]?.summary).toMatchObject({
+        outcome: mode === 'lease' ? 'released' : 'executed',
+        error: failure,
+        resultBytes: undefined,
+      });
+    },
+  );
+
+  it('reports a lease-mode duplicate refused while the lease runs as in_progress', async () => {
+    const { base, calls } = options({ mode: 'lease' });
+    const started = gate();
+    const release = gate();
+    const first = runIdempotent(base, async () => {
+      started.open();
+      await release.opened;
+      return 'sent';
+    });
+    await started.opened;
+    await expect(runIdempotent(base, async () => 'twice')).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
+    });
+    release.open();
+    await first;
+    expect(calls.map((c) => c.summary?.outcome)).toEqual(['executed', 'in_progress']);
+  });
+
+  it('reports an expired record replaced by a new claim as expired_takeover', async () => {
+    const { base, calls, clock } = options({ ttlMs: 1_000 });
+    await runIdempotent(base, async () => 'first');
+    clock.advance(2_000);
+    await runIdempotent(base, async () => 'second');
+    expect(calls.map((c) => c.summary?.outcome)).toEqual(['executed', 'expired_takeover']);
+  });
+
+  it('reports a replayed stored error with the error and the outcome replayed', async () => {
+    const { base, calls } = options({ replayErrors: () => true });
+    const declined = Object.assign(new Error('card declined'), { code: 'card_declined' });
+    await expect(
+      runIdempotent(base, async () => {
+        throw declined;
+      }),
+    ).rejects.toBe(declined);
+    await expect(runIdempotent(base, async () => 'never')).rejects.toMatchObject({
+      message: 'card declined',
+    });
+    expect(calls.map((c) => c.summary?.outcome)).toEqual(['executed', 'replayed']);
+    expect(calls[0]?.steps.filter((s) => s.startsWith('store'))).toEqual(['store.start', 'store.end']);
+    expect(calls[1]?.summary?.error).toMatchObject({ code: 'card_declined' });
+  });
+
+  it('is not called for a call refused before it could claim', async () => {
+    const { base, calls } = options({ key: '' });
+    await expect(runIdempotent(base, async () => 'paid')).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_INVALID',
+    });
+    expect(calls).toEqual([]);
+  });
+
+  it('leaves a call unobserved when observe returns undefined', async () => {
+    const { base } = options({ observe: () => undefined });
+    expect(await runIdempotent(base, async () => 'paid')).toMatchObject({ value: 'paid', replayed: false });
+  });
+});

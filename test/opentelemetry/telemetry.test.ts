@@ -1,0 +1,250 @@
+import { createHash } from 'node:crypto';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { describe, expect, it, vi } from 'vitest';
+import { memoryStore, runIdempotent, type Store } from '../../src/index.js';
+import {
+  ATTR_KEY_HASH,
+  ATTR_MODE,
+  ATTR_OPERATION,
+  ATTR_OUTCOME,
+  ATTR_SCOPE,
+  ATTR_TX_RETRIES,
+  METRIC_CALLS,
+  METRIC_RESOLVER_DURATION,
+  METRIC_RESULT_SIZE,
+  METRIC_STUCK_RECORDS,
+  METRIC_SWEEP_DELETED,
+  METRIC_TX_RETRIES,
+  METRIC_WAIT_DURATION,
+} from '../../src/opentelemetry/index.js';
+import { movableClock } from '../helpers/clock.js';
+import { gate } from '../helpers/gate.js';
+import { isChildOf, telemetryHarness } from '../helpers/telemetry.js';
+
+function setup(options: Parameters<typeof telemetryHarness>[0] = {}) {
+  const harness = telemetryHarness(options);
+  const store = memoryStore();
+  const call = {
+    store,
+    scope: 'user-1',
+    key: 'key-1',
+    operation: 'payments.create',
+    input: { amount: 3 },
+    observe: harness.telemetry.observe,
+  };
+  return { ...harness, store, call };
+}
+
+/** The counter's value for an outcome. */
+async function callsWith(points: Awaited<ReturnType<ReturnType<typeof telemetryHarness>['points']>>) {
+  return Object.fromEntries(points.map((p) => [String(p.attributes[ATTR_OUTCOME]), p.value]));
+}
+
+describe('idempotencyTelemetry on the memory store', () => {
+  it('traces a fresh call as a child of the active span and the parent of the resolver’s spans', async () => {
+    const { call, tracer, span, points } = setup();
+    await tracer.startActiveSpan('POST /trpc/payments.create', async (request) => {
+      await runIdempotent(call, async () => {
+        tracer.startSpan('charge card').end();
+        return { id: 'p-1' };
+      });
+      request.end();
+    });
+    const idempotency = span('idempotency payments.create');
+    expect(isChildOf(idempotency, span('POST /trpc/payments.create'))).toBe(true);
+    expect(isChildOf(span('charge card'), idempotency)).toBe(true);
+    expect(idempotency.attributes).toEqual({
+      [ATTR_OPERATION]: 'payments.create',
+      [ATTR_MODE]: 'transactional',
+      [ATTR_OUTCOME]: 'executed',
+      [ATTR_KEY_HASH]: createHash('sha256').update('key-1').digest('hex'),
+      [ATTR_TX_RETRIES]: 0,
+    });
+    expect(JSON.stringify(idempotency.attributes)).not.toContain('key-1');
+    expect(idempotency.status.code).toBe(SpanStatusCode.UNSET);
+    expect(idempotency.events.map((e) => e.name)).toEqual([
+      'idempotency.claim.start',
+      'idempotency.claim.end',
+      'idempotency.resolver.start',
+      'idempotency.resolver.end',
+      'idempotency.store.start',
+      'idempotency.store.end',
+    ]);
+    expect(await callsWith(await points(METRIC_CALLS))).toEqual({ executed: 1 });
+    expect((await points(METRIC_RESOLVER_DURATION)).map((p) => (p.value as { count: number }).count)).toEqual(
+      [1],
+    );
+    const [size] = await points(METRIC_RESULT_SIZE);
+    expect(size?.value).toMatchObject({ count: 1, sum: Buffer.byteLength('{"json":{"id":"p-1"}}') });
+  });
+
+  it('traces a replay without running the resolver, and counts it', async () => {
+    const { call, spans, points } = setup();
+    const resolver = vi.fn(async () => 'paid');
+    await runIdempotent(call, resolver);
+    await runIdempotent(call, resolver);
+    expect(resolver).toHaveBeenCalledTimes(1);
+    const replay = spans()[1]!;
+    expect(replay.attributes[ATTR_OUTCOME]).toBe('replayed');
+    expect(replay.events).toEqual([]);
+    expect(await callsWith(await points(METRIC_CALLS))).toEqual({ executed: 1, replayed: 1 });
+  });
+
+  it('marks a concurrent duplicate that waited for the first call as waited_then_replayed', async () => {
+    let now = 0; // the call's monotonic clock, moved by hand
+    const { call, spans, points } = setup();
+    const timed = { ...call, clock: () => now };
+    const started = gate();
+    const release = gate();
+    const first = runIdempotent(timed, async () => {
+      started.open();
+      await release.opened;
+      return 'paid';
+    });
+    await started.opened;
+    const duplicate = runIdempotent(timed, async () => 'twice');
+    now += 250; // the duplicate waits 250 ms by the call's clock
+    release.open();
+    expect(await Promise.all([first, duplicate])).toMatchObject([
+      { value: 'paid', replayed: false },
+      { value: 'paid', replayed: true },
+    ]);
+    const waited = spans().find((s) => s.attributes[ATTR_OUTCOME] === 'waited_then_replayed');
+    expect(waited?.events.map((e) => e.name)).toEqual(['idempotency.wait.start', 'idempotency.wait.end']);
+    expect(await callsWith(await points(METRIC_CALLS))).toEqual({ executed: 1, waited_then_replayed: 1 });
+    const [wait] = await points(METRIC_WAIT_DURATION);
+    expect(wait?.value).toMatchObject({ count: 1, sum: 0.25 });
+  });
+
+  it('records a mismatch as an error with its code', async () => {
+    const { call, spans, points } = setup();
+    await runIdempotent(call, async () => 'paid');
+    await expect(runIdempotent({ ...call, input: { amount: 4 } }, async () => 'paid')).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_MISMATCH',
+    });
+    const mismatch = spans()[1]!;
+    expect(mismatch.attributes).toMatchObject({
+      [ATTR_OUTCOME]: 'mismatch',
+      'error.type': 'IDEMPOTENCY_KEY_MISMATCH',
+    });
+    expect(mismatch.status.code).toBe(SpanStatusCode.ERROR);
+    expect(mismatch.events.some((e) => e.name === 'exception')).toBe(true);
+    const counted = await points(METRIC_CALLS);
+    expect(counted.find((p) => p.attributes[ATTR_OUTCOME] === 'mismatch')?.attributes).toMatchObject({
+      'error.type': 'IDEMPOTENCY_KEY_MISMATCH',
+    });
+  });
+
+  it('records a fenced lease: the old owner’s completion wrote nothing', async () => {
+    const clock = movableClock();
+    const harness = telemetryHarness();
+    const store = memoryStore({ clock: clock.now });
+    const call = {
+      store,
+      scope: 'user-1',
+      key: 'key-1',
+      operation: 'emails.send',
+      input: {},
+      mode: 'lease' as const,
+      leaseMs: 60,
+      observe: harness.telemetry.observe,
+    };
+    const started = gate();
+    const release = gate();
+    const old = runIdempotent(call, async () => {
+      started.open();
+      await release.opened;
+      return 'old owner';
+    });
+    await started.opened;
+    clock.advance(120); // the store's clock: the lease has run out
+    await runIdempotent(call, async () => 'new owner');
+    release.open();
+    await expect(old).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS' });
+    const outcomes = harness.spans().map((s) => [s.attributes[ATTR_OUTCOME], s.attributes[ATTR_MODE]]);
+    expect(outcomes).toEqual([
+      ['expired_takeover', 'lease'],
+      ['fenced', 'lease'],
+    ]);
+    expect(await callsWith(await harness.points(METRIC_CALLS))).toEqual({ expired_takeover: 1, fenced: 1 });
+  });
+
+  it('counts the transaction’s retries after a write conflict', async () => {
+    const { call, spans, points } = setup();
+    const resolver = vi.fn(async () => 'paid');
+    await runIdempotent({ ...call, store: conflictingOnce(call.store) }, resolver);
+    expect(resolver).toHaveBeenCalledTimes(2);
+    expect(spans()[0]?.attributes).toMatchObject({ [ATTR_OUTCOME]: 'executed', [ATTR_TX_RETRIES]: 1 });
+    const [retries] = await points(METRIC_TX_RETRIES);
+    expect(retries?.value).toBe(1);
+  });
+
+  it('records the scope only when asked to', async () => {
+    const { call, spans } = setup({ recordScope: true });
+    await runIdempotent(call, async () => 'paid');
+    expect(spans()[0]?.attributes[ATTR_SCOPE]).toBe('user-1');
+  });
+
+  it('marks a resolver’s error on the span and leaves the key retryable', async () => {
+    const { call, spans, points } = setup();
+    await expect(
+      runIdempotent(call, async () => {
+        throw new TypeError('card declined');
+      }),
+    ).rejects.toThrow('card declined');
+    const failed = spans()[0]!;
+    expect(failed.status).toEqual({ code: SpanStatusCode.ERROR, message: 'card declined' });
+    expect(failed.attributes).toMatchObject({ [ATTR_OUTCOME]: 'executed', 'error.type': 'TypeError' });
+    expect(failed.events.find((e) => e.name === 'idempotency.resolver.end')?.attributes).toEqual({
+      'error.type': 'TypeError',
+    });
+    expect(await points(METRIC_RESULT_SIZE)).toEqual([]);
+  });
+
+  it('counts the sweeper’s deletions and reports stuck records as a gauge', async () => {
+    const { telemetry, points } = setup({ stuckRecords: async () => 3 });
+    telemetry.onSweep(120);
+    telemetry.onSweep(5);
+    expect((await points(METRIC_SWEEP_DELETED))[0]?.value).toBe(125);
+    expect((await points(METRIC_STUCK_RECORDS))[0]?.value).toBe(3);
+  });
+
+  it('never lets a throwing observer change the outcome', async () => {
+    const { call } = setup();
+    const observe = () => ({
+      phaseStart: () => {
+        throw new Error('observer bug');
+      },
+      end: () => {
+        throw new Error('observer bug');
+      },
+    });
+    expect(await runIdempotent({ ...call, observe }, async () => 'paid')).toMatchObject({ value: 'paid' });
+  });
+});
+
+/**
+ * A store whose first transaction fails with a write conflict after the resolver ran, and which
+ * runs the work again, as the Prisma store does on P2034.
+ */
+function conflictingOnce<Tx>(store: Store<Tx>): Store<Tx> {
+  let conflicts = 1;
+  return {
+    ...store,
+    find: store.find.bind(store),
+    lease: store.lease,
+    async transaction(work) {
+      for (;;) {
+        try {
+          return await store.transaction!(async (session) => {
+            const value = await work(session);
+            if (conflicts-- > 0) throw Object.assign(new Error('write conflict'), { code: 'P2034' });
+            return value;
+          });
+        } catch (error) {
+          if ((error as { code?: string }).code !== 'P2034') throw error;
+        }
+      }
+    },
+  };
+}
