@@ -59,7 +59,6 @@ export interface Call<T, Tx> {
   errorCodec: ErrorCodec;
   /** Milliseconds on a monotonic clock: waits, the lease's cap, durations. Never liveness. */
   clock: () => number;
-  signal: AbortSignal | undefined;
   emit: (type: IdempotencyEventType) => void;
   /** The observer's view of the call; `undefined` (and free) when `observe` is unset. */
   tracking: CallTracking | undefined;

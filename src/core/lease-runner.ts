@@ -63,7 +63,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     tracking?.finish('resolver', error);
     const stored = call.replayErrors(error) ? storedErrorText(call, error) : undefined;
     if (stored === undefined) {
-      await heartbeat.stop();
+      heartbeat.stop();
       await release(call, lease, owner);
       throw error;
     }
@@ -80,7 +80,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     // now on rather than being freed to run them again.
     const stored = storedErrorText(call, error);
     if (stored !== undefined) await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
-    else await heartbeat.stop();
+    else heartbeat.stop();
     throw error;
   }
   const completed = await complete(call, owner, heartbeat, result, false);
@@ -117,10 +117,12 @@ async function claimLease<T, Tx>(call: Call<T, Tx>, owner: LeaseOwner): Promise<
 }
 
 /**
- * Stores the result under the lease. A store that fails is tried again while the lease is
- * surely still ours (by this process's monotonic clock, from before the claim or the last
- * renewal was sent); past that, the outcome is unknown to every caller: the effects may have
- * happened, and a retry after the lease ran out would run them again.
+ * Stores the result under the lease. The heartbeat stops first (a beat answering after the
+ * completion must not count as losing the lease). A store that is unavailable is tried again
+ * while the lease is surely still ours (by this process's monotonic clock, from before the claim
+ * or the last renewal was sent); past that, or on any other failure, the outcome is unknown to
+ * every caller: the effects may have happened, and a retry after the lease ran out would run them
+ * again.
  */
 async function complete<T, Tx>(
   call: Call<T, Tx>,
@@ -131,46 +133,57 @@ async function complete<T, Tx>(
 ): Promise<Completed> {
   const completion = { ...owner, result, resultIsError, ttlMs: call.ttlMs };
   const { tracking } = call;
-  let failure: unknown;
+  heartbeat.stop();
+  const heldUntil = heartbeat.heldUntil() - Math.min(1_000, call.leaseMs / 10); // the renewal was sent before it applied
   tracking?.start('store');
-  try {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const completed = await call.store.lease.complete(completion);
-        if (completed) {
-          if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
-          tracking?.finish('store');
-          call.emit('completed');
-          return completed;
-        }
-        break;
-      } catch (error) {
-        failure = error;
-        const delay = Math.min(1_000, 25 * 2 ** attempt);
-        // Keep a margin: the renewal that set the lease's end was sent before it was applied.
-        if (call.clock() + delay >= heartbeat.heldUntil() - Math.min(1_000, call.leaseMs / 10)) {
-          tracking?.finish('store', failure);
-          call.emit('outcome_unknown');
-          throw new IdempotencyOutcomeUnknownError(
-            'The mutation ran, but its result could not be stored while its lease lasted; its effects may have ' +
-              'happened. Do not retry blindly: check the effect (e.g. with the key at the payment provider) first',
-            { cause: failure },
-          );
-        }
-        await pause(delay);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const completed = await call.store.lease.complete(completion);
+      if (!completed) break;
+      if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
+      tracking?.finish('store');
+      call.emit('completed');
+      return completed;
+    } catch (error) {
+      const delay = Math.min(1_000, 25 * 2 ** attempt);
+      if (!isUnavailable(error) || call.clock() + delay >= heldUntil) {
+        tracking?.finish('store', error);
+        throw outcomeUnknown(call, 'its result could not be stored while its lease lasted', error);
       }
+      await pause(delay);
     }
-  } finally {
-    await heartbeat.stop();
   }
-  // Fenced: another request took the key over after our lease ran out.
   tracking?.finish('store');
   call.emit('fenced');
+  // Fenced: the lease ran out and another request took the key over. A retry is safe only while
+  // the record answers for the key: stored by the new owner, or still held by it.
   const current = await call.store.find(owner.scope, owner.key).catch(() => null);
-  const retryAfter = current?.status === 'IN_PROGRESS' ? Math.max(0, current.liveForMs) : 0;
-  throw new IdempotencyLeaseLostError(retryAfter, {
-    cause: isIdempotencyError(failure) ? failure : undefined,
-  });
+  if (current?.status === 'COMPLETED' || (current?.status === 'IN_PROGRESS' && current.liveForMs > 0)) {
+    throw new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
+  }
+  throw outcomeUnknown(
+    call,
+    'its lease ran out and the key was freed before its result could be stored',
+    undefined,
+  );
+}
+
+/** A store that could not be reached: worth another try while the lease lasts. */
+function isUnavailable(error: unknown): boolean {
+  return isIdempotencyError(error) && error.code === 'IDEMPOTENCY_STORE_UNAVAILABLE';
+}
+
+function outcomeUnknown<T, Tx>(
+  call: Call<T, Tx>,
+  why: string,
+  cause: unknown,
+): IdempotencyOutcomeUnknownError {
+  call.emit('outcome_unknown');
+  return new IdempotencyOutcomeUnknownError(
+    `The mutation ran, but ${why}; its effects may have happened. Do not retry blindly: check the effect ` +
+      '(e.g. with the key at the payment provider) first',
+    { cause },
+  );
 }
 
 /** Frees the key for a retry; the resolver's error stays the answer even if this fails. */
@@ -191,15 +204,16 @@ async function release<T, Tx>(
 interface Heartbeat {
   /** Until when (on the call's clock) the lease is surely held: from before the last renewal was sent. */
   heldUntil(): number;
-  /** Stops renewing; waits for a renewal in flight. */
-  stop(): Promise<void>;
+  /** Stops renewing at once; what a beat in flight answers afterwards is ignored. */
+  stop(): void;
 }
 
 /**
  * Extends the lease every `heartbeatMs` while the resolver runs, up to `maxLeaseMs` after the
- * claim (a hung resolver's lease then runs out, and `stuck` lists it), and never after the
- * request was aborted. `stop` waits for a beat in flight, so a late beat can never be mistaken
- * for losing the lease after completion.
+ * claim (a hung resolver's lease then runs out, and `stuck` lists it). It keeps renewing after
+ * the request was aborted: the resolver is still running, and a lease left to run out would let
+ * the client's retry take the key over and run the effects a second time. `stop` never waits
+ * for a beat in flight (a statement on a dead connection could hang it).
  */
 function startHeartbeat<T, Tx>(
   call: Call<T, Tx>,
@@ -208,20 +222,22 @@ function startHeartbeat<T, Tx>(
   claimedAt: number,
   onLost: () => void,
 ): Heartbeat {
-  const { heartbeatMs, leaseMs, maxLeaseMs, clock, signal } = call;
+  const { heartbeatMs, leaseMs, maxLeaseMs, clock } = call;
   let heldUntil = claimedAt + leaseMs;
-  if (heartbeatMs === undefined) return { heldUntil: () => heldUntil, stop: async () => undefined };
+  if (heartbeatMs === undefined) return { heldUntil: () => heldUntil, stop: () => undefined };
   let beat: Promise<void> = Promise.resolve();
   let stopped = false;
   const timer = setInterval(() => {
-    if (stopped || signal?.aborted || clock() + leaseMs > claimedAt + maxLeaseMs) {
+    if (stopped || clock() + leaseMs > claimedAt + maxLeaseMs) {
       clearInterval(timer);
       return;
     }
     beat = beat.then(async () => {
       const sentAt = clock();
       try {
-        if (await lease.extend(owner, leaseMs)) heldUntil = sentAt + leaseMs;
+        const extended = await lease.extend(owner, leaseMs);
+        if (stopped) return;
+        if (extended) heldUntil = sentAt + leaseMs;
         else {
           clearInterval(timer);
           onLost();
@@ -234,10 +250,9 @@ function startHeartbeat<T, Tx>(
   timer.unref();
   return {
     heldUntil: () => heldUntil,
-    async stop() {
+    stop() {
       stopped = true;
       clearInterval(timer);
-      await beat;
     },
   };
 }

@@ -71,11 +71,6 @@ export interface RunIdempotentOptions<Tx = unknown> {
    */
   maxLeaseMs?: number;
   /**
-   * The request's abort signal (the integrations pass it): once aborted, the heartbeat stops
-   * extending the lease. The resolver is not interrupted.
-   */
-  signal?: AbortSignal;
-  /**
    * A monotonic clock in milliseconds, for waits, the lease's cap and event durations; tests
    * inject one. Liveness (expiry, leases) is never decided with it: the store decides it by its
    * own clock (a database's, in SQL).
@@ -238,7 +233,6 @@ function resolveCall<T, Tx>(
     replayErrors: options.replayErrors ?? (() => false),
     errorCodec: options.errorCodec ?? defaultErrorCodec,
     clock,
-    signal: options.signal,
     emit,
     tracking,
   };

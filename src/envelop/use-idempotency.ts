@@ -262,7 +262,6 @@ export function useIdempotency<Context = any, Tx = unknown>({
             ttlMs: field.ttlMs ?? core.ttlMs,
             mode,
             leaseMs: field.leaseMs ?? core.leaseMs,
-            signal: core.signal ?? requestSignalOf(context),
             scope: await scope(context as Context),
             key,
             operation: coordinate,
@@ -298,7 +297,6 @@ export function useIdempotency<Context = any, Tx = unknown>({
         {
           ...core,
           mode: operationMode,
-          signal: core.signal ?? requestSignalOf(args.contextValue),
           scope: await scope(args.contextValue as Context),
           key,
           operation: `mutation ${operationName ?? '(anonymous)'}`.slice(0, 255),
@@ -476,10 +474,4 @@ function withExtension(result: unknown, idempotency: unknown): ExecutionResult {
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
   return typeof (value as { [Symbol.asyncIterator]?: unknown } | null)?.[Symbol.asyncIterator] === 'function';
-}
-
-/** The request's abort signal (Yoga's `context.request`), so a lease stops being renewed once the client has gone. */
-function requestSignalOf(context: unknown): AbortSignal | undefined {
-  const signal = (context as { request?: { signal?: unknown } } | null | undefined)?.request?.signal;
-  return signal instanceof AbortSignal ? signal : undefined;
 }

@@ -216,8 +216,6 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           mode: policy?.mode ?? core.mode,
           leaseMs: policy?.leaseMs ?? core.leaseMs,
           heartbeatMs: policy?.heartbeatMs ?? core.heartbeatMs,
-          // A lease stops being renewed once the client has gone.
-          signal: core.signal ?? opts.signal,
           scope: await scopeOf({ ctx, input, path }),
           key,
           operation: path,

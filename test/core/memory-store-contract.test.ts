@@ -19,7 +19,7 @@ runStoreConformance('memoryStore', () => ({ store: () => plainStore, travel: pla
 // The local cache decorates any store and must keep every promise of the one beneath it: its
 // entries end by the store's clock (the memory store's, moved here without the cache knowing).
 const cached = storeClock();
-const cachedStore = withLocalCache(memoryStore({ clock: cached.now }), { max: 100 });
+const cachedStore = withLocalCache(memoryStore({ clock: cached.now }), { max: 100, clock: cached.now });
 runStoreConformance('withLocalCache(memoryStore)', () => ({
   store: () => cachedStore,
   travel: cached.travel,

@@ -53,6 +53,13 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       return { options, events, types: () => events.map((e) => e.type) };
     };
 
+    /**
+     * The store as another server sees it: the same records, but no in-process single flight
+     * shared with this one, so concurrent duplicates meet in the store itself.
+     */
+    const onAnotherServer = (store: Store<unknown>): Store<unknown> =>
+      Object.assign(Object.create(store) as Store<unknown>, { backend: {} });
+
     /** Moves the process's own clock (`Date`) as a server whose clock is off would have it. */
     const skewProcessClock = (ms: number) => {
       vi.useFakeTimers({ toFake: ['Date'] });
@@ -152,6 +159,19 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(types()).toEqual(['claimed', 'completed', 'expired_takeover', 'completed']);
       });
 
+      it('runs again once the record expired, even after replaying it (and caching it) before', async () => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, mode, { ttlMs: 60_000 });
+        await runIdempotent(options, async () => 'first');
+        await expect(runIdempotent(options, async () => 'unused')).resolves.toMatchObject({ replayed: true });
+        await target().travel(scope, 61_000);
+        await expect(runIdempotent(options, async () => 'second')).resolves.toMatchObject({
+          value: 'second',
+          replayed: false,
+        });
+        expect(types()).toEqual(['claimed', 'completed', 'replayed', 'expired_takeover', 'completed']);
+      });
+
       it('replays a record that is live by the store’s clock to a caller whose clock is ahead', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, mode, { ttlMs: 60_000 });
@@ -174,9 +194,38 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(new Set(results.map((r) => r.value.token)).size).toBe(1);
         expect(results.filter((r) => !r.replayed)).toHaveLength(1);
       });
+
+      it('runs 8 concurrent duplicates from 8 servers once and gives every one the same result', async () => {
+        const { options } = call(uniqueScope(), 'transactional');
+        const resolver = vi.fn(async () => ({ token: randomBytes(8).toString('hex') }));
+        const results = await Promise.all(
+          Array.from({ length: 8 }, () =>
+            runIdempotent({ ...options, store: onAnotherServer(options.store) }, resolver),
+          ),
+        );
+        expect(resolver).toHaveBeenCalledTimes(1);
+        expect(new Set(results.map((r) => r.value.token)).size).toBe(1);
+      });
     });
 
     describe('lease mode', () => {
+      it('runs 8 concurrent duplicates from 8 servers once: the others answer IN_PROGRESS or replay', async () => {
+        const { options } = call(uniqueScope(), 'lease');
+        const resolver = vi.fn(async () => 'charged');
+        const outcomes = await Promise.all(
+          Array.from({ length: 8 }, () =>
+            runIdempotent({ ...options, store: onAnotherServer(options.store) }, resolver).catch(
+              (e: unknown) => e,
+            ),
+          ),
+        );
+        expect(resolver).toHaveBeenCalledTimes(1);
+        for (const outcome of outcomes) {
+          if (outcome instanceof Error) expect(outcome).toBeInstanceOf(IdempotencyKeyInProgressError);
+          else expect(outcome).toMatchObject({ value: 'charged' });
+        }
+      });
+
       /** The store-level claim of key `k` by owner `a…`. */
       const leaseRequest = (scope: string, leaseMs: number) => ({
         scope,
