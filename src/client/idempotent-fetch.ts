@@ -181,12 +181,15 @@ function mutationOf(body: string): Mutation | undefined {
 /**
  * Whether a GraphQL error response is the idempotency layer's own (a key in progress, the store
  * down), told by its errors' `extensions.code`; `undefined` when the body is not such a response.
+ * Every error must carry such a code: Yoga answers with the highest status among a response's
+ * errors, so a 503 can stand beside another field's `IDEMPOTENCY_OUTCOME_UNKNOWN` or its own
+ * error, which a retry would run again.
  */
 async function answeredByLayer(response: Response): Promise<boolean | undefined> {
   try {
     const { errors } = (await response.clone().json()) as { errors?: unknown };
     if (!Array.isArray(errors) || errors.length === 0) return undefined;
-    return errors.some((error) => RETRYABLE_CODES.has((error as GraphQLErrorLike)?.extensions?.code));
+    return errors.every((error) => RETRYABLE_CODES.has((error as GraphQLErrorLike)?.extensions?.code));
   } catch {
     return undefined;
   }

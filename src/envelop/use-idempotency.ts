@@ -32,6 +32,9 @@ import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
 import { copySchema } from './schema-copy.js';
 import { idempotentSelections, mutationTypeIsNested } from './selections.js';
 
+/** Matches every field of the mutation type (to find any selected below the root). */
+const anyField = { has: () => true, size: 1 };
+
 /** What `scope` may return: a principal, or `null` for the global scope (with `allowGlobalScope`). */
 export type ScopeValue = string | number | null | undefined;
 
@@ -195,14 +198,26 @@ export function useIdempotency<Context = any, Tx = unknown>({
    * under a header key, one whose `@idempotent(mode:)` is not the mode the operation runs in.
    */
   function checkSelections(
-    { fields }: Prepared,
+    { fields, nested }: Prepared,
     schema: GraphQLSchema,
     document: DocumentNode,
     operation: OperationDefinitionNode,
     key: string | undefined,
   ): void {
     const coordinate = (name: string) => `${schema.getMutationType()?.name}.${name}`;
-    for (const { fieldName, atRoot } of idempotentSelections(schema, document, operation, fields)) {
+    const selections = idempotentSelections(schema, document, operation, fields);
+    if (nested && key === undefined && selections.some((selection) => selection.atRoot)) {
+      // A mutation field below a keyed root field runs again on every retry (its parent is
+      // replayed, and it resolves anew on the replayed value).
+      const below = idempotentSelections(schema, document, operation, anyField).find((s) => !s.atRoot);
+      if (below && !fields.has(below.fieldName)) {
+        throw new IdempotencyKeyInvalidError(
+          `${coordinate(below.fieldName)} is selected below the root of a mutation with idempotency keys: it would run again on every retry. Select it as a root field` +
+            (header ? `, or send the whole operation with an ${header} header` : ''),
+        );
+      }
+    }
+    for (const { fieldName, atRoot } of selections) {
       if (key === undefined && !atRoot) {
         throw new IdempotencyKeyInvalidError(
           `${coordinate(fieldName)} is idempotent only as a root field of a mutation; select it there, with its "${argumentName}" argument` +
@@ -211,10 +226,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
               : ''),
         );
       }
-      const mode = fields.get(fieldName)?.mode;
-      if (key !== undefined && mode !== undefined && mode !== operationMode) {
+      // The mode the field runs in with its own key: its directive's, the plugin's, the store's.
+      const mode = modeOf(core.store, fields.get(fieldName)?.mode, core.mode);
+      if (key !== undefined && mode !== operationMode) {
         throw new IdempotencyKeyInvalidError(
-          `${coordinate(fieldName)} runs in ${mode} mode (@idempotent(mode: ${mode.toUpperCase()})), but an ${header} header runs the whole operation in ${operationMode} mode: send its key as its "${argumentName}" argument instead of the header`,
+          `${coordinate(fieldName)} runs in ${mode} mode, but an ${header} header runs the whole operation in ${operationMode} mode: send its key as its "${argumentName}" argument instead of the header`,
         );
       }
     }

@@ -39,8 +39,17 @@ export function isPrismaError(error: unknown): boolean {
  * inside (a payment gateway's `fetch failed`, even one caused by `ECONNREFUSED`) is not the store's.
  */
 export function isDatabaseError(error: unknown): boolean {
-  for (const node of chainOf(error)) if (isPrismaError(node)) return true;
-  return false;
+  return databaseErrorIn(error) !== undefined;
+}
+
+/**
+ * The first error of Prisma or of a driver adapter in what `error` wraps (itself included). Only
+ * that error and what it wraps say what happened to the database: a sibling in the same aggregate
+ * (another GraphQL field's gateway error caused by `ECONNRESET`) is not the database's.
+ */
+export function databaseErrorIn(error: unknown): unknown {
+  for (const node of chainOf(error)) if (isPrismaError(node)) return node;
+  return undefined;
 }
 
 /**
@@ -303,8 +312,10 @@ export async function retryingTransaction<T>(
     try {
       return await attempt(inside);
     } catch (error) {
-      if (thrown?.error === error && !isDatabaseError(error)) throw error;
-      const failure = classify(error);
+      // What the work threw is the store's only through the database error inside it.
+      const database = thrown?.error === error ? databaseErrorIn(error) : error;
+      if (database === undefined) throw error;
+      const failure = classify(database);
       if (failure === 'writeConflict' && conflicts < maxRetries) {
         await sleep(backoffMs(conflicts++, 10, 1_000));
         continue;
@@ -314,7 +325,8 @@ export async function retryingTransaction<T>(
         await sleep(pause);
         continue;
       }
-      throw asStoreError(error);
+      // A failure that says nothing about the store (a constraint the resolver hit) stays as it was.
+      throw failure === undefined ? error : asStoreError(database);
     }
   }
 }

@@ -180,7 +180,7 @@ describe('useIdempotency modes', () => {
     expect(calls.pay).toBe(1);
   });
 
-  it("keeps header-keyed operations transactional under a store's default lease mode", async () => {
+  it("runs header-keyed operations in a transaction when the plugin says so, whatever the store's default mode", async () => {
     const leasing = memoryStore({ mode: 'lease' });
     let transactions = 0;
     let reads = 0;
@@ -197,7 +197,9 @@ describe('useIdempotency modes', () => {
       },
     };
     const { schema, calls, hold } = paymentsSchema();
-    const { send } = yogaFor(schema, { store, waitTimeoutMs: 60_000 });
+    // Without mode: 'transactional' the header key is refused: pay would run under a lease with a
+    // key of its own (test/envelop/unkeyed-effects.test.ts).
+    const { send } = yogaFor(schema, { store, waitTimeoutMs: 60_000, mode: 'transactional' });
     const release = hold();
     const first = send('mutation { pay(amount: 3) }', 'op-tx');
     await expect.poll(() => calls.pay).toBe(1);

@@ -391,6 +391,29 @@ describe('retryingTransaction', () => {
     expect(attempts).toBe(1);
   });
 
+  it('judges an aggregate by its database error alone: a sibling field’s gateway ECONNRESET is not the store’s', async () => {
+    // A header-key GraphQL operation: one field hit a unique constraint, another's gateway call
+    // failed with ECONNRESET (it may have charged). Nothing says the store is unavailable.
+    const unique = Object.assign(new Error('Unique constraint failed'), {
+      code: 'P2002',
+      clientVersion: '7.10.0',
+    });
+    const failed = Object.assign(new Error('Unique constraint failed'), {
+      errors: [{ originalError: unique }, { originalError: gatewayDown() }],
+    });
+    let attempts = 0;
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(async () => {
+          attempts++;
+          throw failed;
+        }),
+      { maxRetries: 3 },
+    ).catch((e: unknown) => e);
+    expect(error).toBe(failed);
+    expect(attempts).toBe(1);
+  });
+
   it('answers a connection lost at COMMIT (thrown by Prisma, not by the work) with 503, without running again', async () => {
     let attempts = 0;
     const lost = new DriverAdapterError(
