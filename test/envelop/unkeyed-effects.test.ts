@@ -16,11 +16,11 @@ describe('effects a key does not cover never run again', () => {
     const schema = createSchema<{ userId: string }>({
       typeDefs: [
         'type Query { ping: Boolean }',
-        'type Payment { amount: Int!, then: Mutation! }',
+        'type Payment { amount: Int!, next: Mutation! }',
         'type Mutation { pay(amount: Int!, idempotencyKey: String): Payment! notify(to: String!): Boolean }',
       ],
       resolvers: {
-        Payment: { then: () => ({}) },
+        Payment: { next: () => ({}) },
         Mutation: {
           pay: (_: unknown, { amount }: { amount: number }) => {
             runs.pay++;
@@ -50,7 +50,7 @@ describe('effects a key does not cover never run again', () => {
     );
     const response = await fetchLosingTheFirstResponse(
       'http://yoga/graphql',
-      post('mutation { pay(amount: 1, idempotencyKey: "k") { amount then { notify(to: "bob") } } }'),
+      post('mutation { pay(amount: 1, idempotencyKey: "k") { amount next { notify(to: "bob") } } }'),
     );
     const body = (await response.json()) as { errors?: { extensions?: { code?: string } }[] };
     expect(body.errors?.[0]?.extensions?.code).toBe('IDEMPOTENCY_KEY_INVALID');
