@@ -2,7 +2,10 @@
 // retries or maps them: how a cluster's conflicts reach the application.
 import type { PrismaClientLike } from 'idempotent-mutations/prisma';
 
-/** Error counts by place and code, e.g. `commit 1213`, `statement in transaction 1213`, `statement INSERT 1213`. */
+/**
+ * Error counts by place and code, e.g. `commit 1213`, `statement in transaction SELECT 1213`,
+ * `model query in transaction 1213`, `statement INSERT 1213` (autocommitted).
+ */
 export type ConflictCounts = Record<string, number>;
 
 /**
@@ -54,10 +57,11 @@ export function countingConflicts<Client extends PrismaClientLike>(
             Promise.resolve(
               value.call(
                 object,
-                // Whatever fails inside (a raw statement or a model query) surfaced on a statement.
+                // Whatever fails inside and was not seen on a raw statement came from a model
+                // query (the resolver's `tx.payment.create`).
                 (tx: object) =>
                   Promise.resolve(work(watch(tx, 'statement in transaction'))).catch((error: unknown) => {
-                    note('statement in transaction', error);
+                    note('model query in transaction', error);
                     throw error;
                   }),
                 options,

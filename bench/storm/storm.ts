@@ -24,7 +24,7 @@ export interface StormOptions {
   duplicates?: number;
   /** Keys whose duplicates are in flight at once. @default 16 */
   keysInFlight?: number;
-  /** Attempts per request, the first included, for retryable answers. @default 40 */
+  /** Attempts per request, the first included, for retryable answers (delays of 20 to 200 ms). @default 100 */
   attempts?: number;
 }
 
@@ -124,7 +124,7 @@ export async function runStorm(options: StormOptions): Promise<StormReport> {
     keys = 1_000,
     duplicates = 8,
     keysInFlight = 16,
-    attempts = 40,
+    attempts = 100,
   } = options;
   const scope = `storm-${randomUUID()}`;
   const children = await startServers(urls, processes, mode);

@@ -260,17 +260,30 @@ export async function privateMariaDb(): Promise<PrivateServer> {
   };
 }
 
-/** Creates database `name` on the server `url` points at. */
+/**
+ * Creates database `name` on the server `url` points at. A server that has just opened its port
+ * may still reset the first connections (seen under load): those are tried again for a while.
+ */
 export async function createDatabase(url: string, name: string): Promise<void> {
   const { adapterForUrl } = await import('../../src/prisma/adapter-for-url.js');
-  const adapter = (await (await adapterForUrl(url)).connect()) as {
-    executeRaw(q: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<number>;
-    dispose(): Promise<void>;
-  };
-  try {
-    await adapter.executeRaw({ sql: `CREATE DATABASE ${name}`, args: [], argTypes: [] });
-  } finally {
-    await adapter.dispose();
+  const { isConnectionError } = await import('../../src/prisma/database-errors.js');
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const adapter = (await (await adapterForUrl(url)).connect()) as {
+        executeRaw(q: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<number>;
+        dispose(): Promise<void>;
+      };
+      try {
+        await adapter.executeRaw({ sql: `CREATE DATABASE IF NOT EXISTS ${name}`, args: [], argTypes: [] });
+        return;
+      } finally {
+        await adapter.dispose();
+      }
+    } catch (error) {
+      if (!isConnectionError(error) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
   }
 }
 
