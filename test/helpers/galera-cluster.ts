@@ -45,12 +45,15 @@ export async function startGaleraCluster(size = 3, bufferPool = '64M'): Promise<
   if (!findBinary(['/usr/bin/rsync'])) throw new Error('rsync (for the state transfer) is not installed');
   const dir = await privateFolder('im-galera-', 'mysql');
   const children: ChildProcess[] = [];
-  const cleanup = cleanUpOnExit(dir, () => undefined);
   const killAll = () => {
     for (const child of children)
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
-  process.once('exit', killAll);
+  // On exit the nodes are killed, then the folder removed (one handler, in that order).
+  const cleanup = cleanUpOnExit(dir, () => {
+    killAll();
+    return undefined;
+  });
   const nodes = [];
   for (let i = 0; i < size; i++) {
     nodes.push({
@@ -68,7 +71,6 @@ export async function startGaleraCluster(size = 3, bufferPool = '64M'): Promise<
       () => children.every((c) => c.exitCode !== null || c.signalCode !== null),
       30_000,
     ).catch(killAll);
-    process.removeListener('exit', killAll);
     cleanup.forget();
     await rm(dir, { recursive: true, force: true });
   };

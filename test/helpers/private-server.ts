@@ -94,7 +94,8 @@ process.once('exit', () => {
   for (const [dir, pid] of running) {
     const p = pid();
     if (p && alive(p)) process.kill(p, 'SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
+    // A server just killed may still be closing files: retry a directory that is not empty yet.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   }
 });
 
