@@ -78,7 +78,13 @@ export async function openClient(
   url: string,
   onQuery?: (event: { query: string }) => void,
 ): Promise<BenchPrismaClient> {
-  const Client = { sqlite: SqliteClient, postgresql: PostgresClient, mysql: MysqlClient }[providerOfUrl(url)];
+  const Client = {
+    sqlite: SqliteClient,
+    postgresql: PostgresClient,
+    // No CockroachDB client is generated here: the PostgreSQL one speaks to it over adapter-pg.
+    cockroachdb: PostgresClient,
+    mysql: MysqlClient,
+  }[providerOfUrl(url)];
   const prisma = new (Client as typeof SqliteClient)({
     adapter: (await adapterForUrl(url)) as never,
     ...(onQuery ? { log: [{ emit: 'event' as const, level: 'query' as const }] } : {}),

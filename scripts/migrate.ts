@@ -30,7 +30,11 @@ export async function migrate(url: string): Promise<string[]> {
   try {
     const id = provider === 'mysql' ? '`_prisma_migrations`' : '"_prisma_migrations"';
     const timestamp =
-      provider === 'postgresql' ? 'TIMESTAMPTZ' : provider === 'mysql' ? 'DATETIME(3)' : 'DATETIME';
+      provider === 'postgresql' || provider === 'cockroachdb'
+        ? 'TIMESTAMPTZ'
+        : provider === 'mysql'
+          ? 'DATETIME(3)'
+          : 'DATETIME';
     await run(`CREATE TABLE IF NOT EXISTS ${id} (
       id VARCHAR(36) PRIMARY KEY NOT NULL,
       checksum VARCHAR(64) NOT NULL,
@@ -46,7 +50,8 @@ export async function migrate(url: string): Promise<string[]> {
       argTypes: [],
     });
     const applied = new Set(done.rows.map(([name]) => String(name)));
-    const dir = `${root}${provider}/migrations/`;
+    // CockroachDB takes the PostgreSQL migrations as they are.
+    const dir = `${root}${provider === 'cockroachdb' ? 'postgresql' : provider}/migrations/`;
     const names = (await readdir(dir, { withFileTypes: true }))
       .filter((entry) => entry.isDirectory())
       .map((entry) => entry.name)

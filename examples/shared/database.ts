@@ -16,6 +16,12 @@ export async function openDatabase(
   url = process.env.DATABASE_URL ?? defaultDatabaseUrl,
 ): Promise<ExamplePrismaClient> {
   await migrate(url);
-  const Client = { sqlite: SqliteClient, postgresql: PostgresClient, mysql: MysqlClient }[providerOfUrl(url)];
+  const Client = {
+    sqlite: SqliteClient,
+    postgresql: PostgresClient,
+    // No CockroachDB client is generated here: the PostgreSQL one speaks to it over adapter-pg.
+    cockroachdb: PostgresClient,
+    mysql: MysqlClient,
+  }[providerOfUrl(url)];
   return new (Client as typeof SqliteClient)({ adapter: (await adapterForUrl(url)) as never });
 }

@@ -28,7 +28,7 @@ const program = new Command('idempotent-mutations')
   .showHelpAfterError('(add --help for usage)')
   .addHelpText(
     'after',
-    '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, mysql://… or mariadb://….\n' +
+    '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, cockroachdb://… (CockroachDB), mysql://… or mariadb://….\n' +
       "Expiry and leases are judged by the database's clock, not this machine's.",
   );
 
@@ -134,7 +134,9 @@ withDatabaseOptions(
 function withDatabaseOptions(command: Command): Command {
   return command
     .addOption(
-      new Option('--database-url <url>', 'the database (file:, postgresql://, mysql://)').env('DATABASE_URL'),
+      new Option('--database-url <url>', 'the database (file:, postgresql://, cockroachdb://, mysql://)').env(
+        'DATABASE_URL',
+      ),
     )
     .option('--json', 'machine-readable output on stdout');
 }

@@ -8,8 +8,11 @@ export interface DriverAdapterFactory {
   connect(): Promise<unknown>;
 }
 
-/** The provider a database URL points at, from its scheme. */
-export function providerOfUrl(url: string): Exclude<Provider, 'cockroachdb'> {
+/**
+ * The provider a database URL points at, from its scheme. CockroachDB speaks PostgreSQL's protocol
+ * and its own URLs say `postgresql://`: write `cockroachdb://` (or `cockroach://`) to get its SQL.
+ */
+export function providerOfUrl(url: string): Provider {
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
   switch (scheme) {
     case 'file':
@@ -18,12 +21,15 @@ export function providerOfUrl(url: string): Exclude<Provider, 'cockroachdb'> {
     case 'postgres':
     case 'postgresql':
       return 'postgresql';
+    case 'cockroach':
+    case 'cockroachdb':
+      return 'cockroachdb';
     case 'mysql':
     case 'mariadb':
       return 'mysql';
     default:
       throw new TypeError(
-        `Unsupported database URL ${redact(url)}: expected file:, postgresql:// or mysql:// (mariadb://)`,
+        `Unsupported database URL ${redact(url)}: expected file:, postgresql://, cockroachdb:// or mysql:// (mariadb://)`,
       );
   }
 }
@@ -40,7 +46,8 @@ export interface AdapterForUrlOptions {
 /**
  * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` (with a busy
  * timeout of `SQLITE_BUSY_TIMEOUT_MS`),
- * `@prisma/adapter-pg` for `postgresql://` (honouring libpq's `connect_timeout`, in seconds),
+ * `@prisma/adapter-pg` for `postgresql://` and `cockroachdb://` (honouring libpq's `connect_timeout`,
+ * in seconds),
  * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
@@ -59,10 +66,12 @@ export async function adapterForUrl(
         timeout: SQLITE_BUSY_TIMEOUT_MS,
       });
     }
-    case 'postgresql': {
+    case 'postgresql':
+    case 'cockroachdb': {
       const { PrismaPg } = await importAdapter<typeof import('@prisma/adapter-pg')>('@prisma/adapter-pg');
+      const connectionString = url.replace(/^cockroach(db)?:/i, 'postgresql:');
       const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs;
-      return new PrismaPg({ connectionString: url, connectionTimeoutMillis });
+      return new PrismaPg({ connectionString, connectionTimeoutMillis });
     }
     case 'mysql': {
       const { PrismaMariaDb } =

@@ -194,14 +194,21 @@ export function isConnectionError(error: unknown): boolean {
 /**
  * The error to throw for `error` at the store's edge: `IDEMPOTENCY_TRANSACTION_EXPIRED` for a
  * transaction that outlived its timeout, `IDEMPOTENCY_STORE_UNAVAILABLE` for a database that cannot
- * be reached, a broken connection or a lock (SQLite's) not had in time; both 503, both retried by
- * the shipped clients. Anything else is returned as it is.
+ * be reached, a broken connection, a lock (SQLite's) not had in time, or a write conflict left
+ * after the retries; both 503, both retried by the shipped clients. Anything else is returned as it is.
  */
 export function asStoreError(error: unknown): unknown {
   switch (classify(error)) {
     case 'expired':
       return new IdempotencyTransactionExpiredError(
         `The idempotency transaction expired before it committed; nothing was kept: ${lastLine((error as Error).message)}`,
+        { cause: error },
+      );
+    case 'writeConflict':
+      // Only after the bounded retries: the transaction (or the lone statement) rolled back, so the
+      // same key can be sent again.
+      return new IdempotencyStoreUnavailableError(
+        `The idempotency store kept hitting write conflicts; nothing was kept: ${lastLine((error as Error).message)}`,
         { cause: error },
       );
     case 'connection':
@@ -336,7 +343,8 @@ function lastLine(text: string | undefined): string | undefined {
 }
 
 /**
- * Runs one statement so that it stands on its own. Through Prisma's SQLite adapter (one
+ * Runs one statement so that it stands on its own, again after a write conflict (see
+ * `retryConflicts`). Through Prisma's SQLite adapter (one
  * connection) a statement outside a transaction runs inside whichever one another request has
  * open, sees its uncommitted rows and rolls back with it: on SQLite, with a client that has
  * `$transaction`, the statement gets a short transaction of its own (which waits for the open one).
@@ -352,9 +360,34 @@ export function standalone<T>(
   const { $transaction } = client as Partial<PrismaClientLike>;
   return unavailableOnConnectionError(
     () =>
-      provider === 'sqlite' && typeof $transaction === 'function'
-        ? (client as PrismaClientLike).$transaction((tx: PrismaQueryable) => statement(tx), options)
-        : statement(client),
+      retryConflicts(() =>
+        provider === 'sqlite' && typeof $transaction === 'function'
+          ? (client as PrismaClientLike).$transaction((tx: PrismaQueryable) => statement(tx), options)
+          : statement(client),
+      ),
     options?.maxWait,
   );
+}
+
+/** How many times `standalone` runs a statement again after a write conflict. */
+export const STATEMENT_CONFLICT_RETRIES = 5;
+
+/**
+ * Runs `run` again after a write conflict, up to `retries` times with jittered backoff. Safe for
+ * autocommitted statements: one that failed on a conflict did not take effect. Galera certifies an
+ * autocommitted write against the other nodes' and fails the loser with 1213 (after retrying it
+ * once itself, `wsrep_retry_autocommit`), e.g. two lease claims of the same new key on two nodes.
+ */
+async function retryConflicts<T>(
+  run: () => PromiseLike<T>,
+  retries = STATEMENT_CONFLICT_RETRIES,
+): Promise<T> {
+  for (let conflicts = 0; ; conflicts++) {
+    try {
+      return await run();
+    } catch (error) {
+      if (conflicts >= retries || classify(error) !== 'writeConflict') throw error;
+      await sleep(backoffMs(conflicts, 10, 1_000));
+    }
+  }
 }

@@ -44,7 +44,8 @@ function command(user: string, file: string, args: string[]): [string, string[]]
   return asRoot ? ['runuser', ['-u', user, '--', file, ...args]] : [file, args];
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port free on loopback right now. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
@@ -52,7 +53,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function accepts(port: number): Promise<boolean> {
+/** Whether something accepts TCP connections on loopback `port`. */
+export function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host: '127.0.0.1' });
     socket.once('connect', () => {
@@ -63,7 +65,8 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-async function until(what: string, condition: () => Promise<boolean> | boolean, ms = 20_000) {
+/** Polls `condition` every 50 ms until it holds; throws after `ms`. */
+export async function until(what: string, condition: () => Promise<boolean> | boolean, ms = 20_000) {
   const deadline = Date.now() + ms;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`Timed out waiting until ${what}`);
@@ -82,15 +85,22 @@ function alive(pid: number): boolean {
 
 /** Servers still running when the process exits (a test that crashed) are killed, their folders removed. */
 const running = new Map<string, () => number | undefined>();
+/** Kills the process `pid()` names and removes `dir` when this process exits, unless `forget` was called. */
+export function cleanUpOnExit(dir: string, pid: () => number | undefined): { forget(): void } {
+  running.set(dir, pid);
+  return { forget: () => running.delete(dir) };
+}
 process.once('exit', () => {
   for (const [dir, pid] of running) {
     const p = pid();
     if (p && alive(p)) process.kill(p, 'SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
+    // A server just killed may still be closing files: retry a directory that is not empty yet.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   }
 });
 
-async function privateFolder(prefix: string, user: string): Promise<string> {
+/** A temporary folder owned by `user` (when we are root, who runs servers as that user). */
+export async function privateFolder(prefix: string, user: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   if (asRoot) {
     const { stdout } = await run('id', ['-u', user]);
@@ -100,7 +110,8 @@ async function privateFolder(prefix: string, user: string): Promise<string> {
   return dir;
 }
 
-function findBinary(candidates: string[]): string | undefined {
+/** The first of `candidates` that exists. */
+export function findBinary(candidates: string[]): string | undefined {
   return candidates.find((file) => existsSync(file));
 }
 
@@ -250,16 +261,30 @@ export async function privateMariaDb(): Promise<PrivateServer> {
   };
 }
 
-async function createDatabase(url: string, name: string): Promise<void> {
+/**
+ * Creates database `name` on the server `url` points at. A server that has just opened its port
+ * may still reset the first connections (seen under load): those are tried again for a while.
+ */
+export async function createDatabase(url: string, name: string): Promise<void> {
   const { adapterForUrl } = await import('../../src/prisma/adapter-for-url.js');
-  const adapter = (await (await adapterForUrl(url)).connect()) as {
-    executeRaw(q: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<number>;
-    dispose(): Promise<void>;
-  };
-  try {
-    await adapter.executeRaw({ sql: `CREATE DATABASE ${name}`, args: [], argTypes: [] });
-  } finally {
-    await adapter.dispose();
+  const { isConnectionError } = await import('../../src/prisma/database-errors.js');
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const adapter = (await (await adapterForUrl(url)).connect()) as {
+        executeRaw(q: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<number>;
+        dispose(): Promise<void>;
+      };
+      try {
+        await adapter.executeRaw({ sql: `CREATE DATABASE IF NOT EXISTS ${name}`, args: [], argTypes: [] });
+        return;
+      } finally {
+        await adapter.dispose();
+      }
+    } catch (error) {
+      if (!isConnectionError(error) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
   }
 }
 

@@ -11,6 +11,8 @@ import {
   type DatabaseFailure,
   isDatabaseError,
   retryingTransaction,
+  STATEMENT_CONFLICT_RETRIES,
+  standalone,
 } from '../../src/prisma/database-errors.js';
 
 // The shapes below are the errors Prisma 7.10 and its driver adapters raised under real faults
@@ -362,7 +364,7 @@ describe('retryingTransaction', () => {
       ...writeConflict,
     });
 
-  it('runs a transaction that hit a write conflict again, up to maxRetries times', async () => {
+  it('runs a transaction that hit a write conflict again, up to maxRetries times, then answers 503', async () => {
     let attempts = 0;
     const error = await retryingTransaction(
       async (inside) =>
@@ -374,6 +376,7 @@ describe('retryingTransaction', () => {
     ).catch((e: unknown) => e);
     expect(attempts).toBe(3);
     expect(classify(error)).toBe('writeConflict');
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_STORE_UNAVAILABLE' });
   });
 
   it('rethrows the resolver’s own error untouched, even one caused by ECONNREFUSED', async () => {
@@ -454,5 +457,53 @@ describe('retryingTransaction', () => {
     expect(performance.now() - started).toBeLessThan(600);
     // The timer kept firing while the store waited.
     expect(ticks).toBeGreaterThan(10);
+  });
+});
+
+describe('standalone', () => {
+  // An autocommitted statement that Galera's certification failed (two nodes wrote the same key):
+  // Prisma P2010 with MariaDB's 1213. It did not take effect, so running it again is safe.
+  const certificationFailure = () =>
+    rawQueryFailed('1213', 'Deadlock found when trying to get lock; try restarting transaction', {
+      originalCode: '1213',
+      originalMessage: 'Deadlock found when trying to get lock; try restarting transaction',
+      ...writeConflict,
+    });
+  const client = { $queryRawUnsafe: async () => [], $executeRawUnsafe: async () => 0 } as never;
+
+  it('runs a statement that lost a write conflict again, and returns what the next run returns', async () => {
+    let runs = 0;
+    const result = await standalone(client, 'mysql', async () => {
+      if (++runs < 3) throw certificationFailure();
+      return 'claimed';
+    });
+    expect(result).toBe('claimed');
+    expect(runs).toBe(3);
+  });
+
+  it('answers IDEMPOTENCY_STORE_UNAVAILABLE (503) once its retries are spent', async () => {
+    let runs = 0;
+    const error = await standalone(client, 'mysql', async () => {
+      runs++;
+      throw certificationFailure();
+    }).catch((e: unknown) => e);
+    expect(runs).toBe(STATEMENT_CONFLICT_RETRIES + 1);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect(classify(error)).toBe('writeConflict');
+  });
+
+  it('does not run a statement again after any other error', async () => {
+    let runs = 0;
+    const duplicate = rawQueryFailed('1062', "Duplicate entry 'k' for key 'PRIMARY'", {
+      originalCode: '1062',
+      originalMessage: "Duplicate entry 'k' for key 'PRIMARY'",
+      kind: 'UniqueConstraintViolation',
+    });
+    const error = await standalone(client, 'mysql', async () => {
+      runs++;
+      throw duplicate;
+    }).catch((e: unknown) => e);
+    expect(runs).toBe(1);
+    expect(error).toBe(duplicate);
   });
 });

@@ -113,14 +113,71 @@ describe.runIf(postgres.url)(
     });
 
     it.each(writes)(
-      'surfaces 40001 from %s once maxRetries runs are spent, with nothing committed',
+      'answers 503 for 40001 from %s once maxRetries runs are spent, with nothing committed',
       async (_from, _code, write) => {
         const call = await order(write, 10);
         const error = await call.run().catch((e: unknown) => e);
         expect(classify(error)).toBe('writeConflict');
+        expect(error).toMatchObject({ code: 'IDEMPOTENCY_STORE_UNAVAILABLE' });
         expect(call.runs()).toBe(4);
         expect(await call.effects()).toEqual({ orders: 0, payments: 0, records: 0 });
       },
     );
+
+    describe('on the store’s own statements, with the store speaking CockroachDB’s SQL', () => {
+      beforeAll(async () => {
+        // The claim's INSERT fails with 40001 while the budget lasts: what CockroachDB answers a
+        // claim that raced a duplicate's, in a transaction or alone (a lease claim).
+        await prisma.$executeRawUnsafe('CREATE SEQUENCE claim_faults');
+        await prisma.$executeRawUnsafe('CREATE TABLE claim_fault_budget (n int NOT NULL)');
+        await prisma.$executeRawUnsafe('INSERT INTO claim_fault_budget VALUES (0)');
+        await prisma.$executeRawUnsafe(
+          `CREATE FUNCTION fail_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+             IF nextval('claim_faults') <= (SELECT n FROM claim_fault_budget) THEN
+               RAISE EXCEPTION 'restart transaction: TransactionRetryWithProtoRefreshError'
+                 USING ERRCODE = '40001';
+             END IF;
+             RETURN NEW;
+           END $$`,
+        );
+        await prisma.$executeRawUnsafe(
+          'CREATE TRIGGER fail_claim BEFORE INSERT ON idempotency_records FOR EACH ROW EXECUTE FUNCTION fail_claim()',
+        );
+      });
+
+      it.each(['transactional', 'lease'] as const)(
+        '%s mode: a claim that fails with 40001 twice runs again, and the mutation commits once',
+        async (mode) => {
+          await prisma.$executeRawUnsafe("SELECT setval('claim_faults', 1, false)");
+          await prisma.$executeRawUnsafe('UPDATE claim_fault_budget SET n = 2');
+          const store = prismaStore(prisma, { provider: 'cockroachdb', maxRetries: 3 });
+          const scope = uniqueScope();
+          let runs = 0;
+          const run = () =>
+            runIdempotent(
+              { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5' }, mode },
+              async (tx: Tx) => {
+                runs++;
+                const row = await tx.payment.create({
+                  data: { userId: scope, amount: new Decimal(5), currency: 'EUR' },
+                });
+                return { paymentId: row.id };
+              },
+            );
+          const first = await run();
+          expect(runs).toBe(1);
+          expect(await run()).toEqual({ ...first, replayed: true });
+          expect(runs).toBe(1);
+          expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
+          expect(await countRecords(prisma, 'postgresql', scope)).toBe(1);
+          // Two claims failed, the third went through; the replay claimed nothing.
+          const [{ claims }] = await prisma.$queryRawUnsafe<[{ claims: number }]>(
+            'SELECT last_value::int AS claims FROM claim_faults',
+          );
+          expect(claims).toBe(3);
+        },
+      );
+    });
   },
 );

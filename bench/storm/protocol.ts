@@ -1,0 +1,16 @@
+/** One mutation the storm sends to a server process. */
+export interface StormRequest {
+  id: number;
+  scope: string;
+  key: string;
+}
+
+/** What the server process answers: the result, or the error a client would see. */
+export type StormAnswer =
+  | { id: number; ok: true; paymentId: number; replayed: boolean }
+  | { id: number; ok: false; code?: string; retryAfterMs?: number; message: string };
+
+/** The last message of a server process, when told to stop: the database errors it saw, by place and code. */
+export interface StormServerSummary {
+  conflicts: Record<string, number>;
+}
