@@ -9,6 +9,8 @@ import {
   createDatabase,
   findBinary,
   freePort,
+  installMariaDb,
+  mariaDbArgs,
   privateFolder,
   until,
 } from './private-server.js';
@@ -80,29 +82,9 @@ export async function startGaleraCluster(size = 3, bufferPool = '64M'): Promise<
       const data = join(home, 'data');
       await mkdir(data, { recursive: true });
       if (asRoot) await run('chown', ['-R', 'mysql:mysql', home]);
-      if (i === 0) {
-        await run(install, [
-          '--no-defaults',
-          `--datadir=${data}`,
-          ...(asRoot ? ['--user=mysql'] : []),
-          '--auth-root-authentication-method=normal',
-          '--skip-test-db',
-        ]);
-      }
+      if (i === 0) await installMariaDb(install, data);
       const args = [
-        '--no-defaults',
-        `--datadir=${data}`,
-        `--port=${node.port}`,
-        '--bind-address=127.0.0.1',
-        `--socket=${join(home, 'mysqld.sock')}`,
-        `--pid-file=${join(home, 'mysqld.pid')}`,
-        `--log-error=${join(home, 'error.log')}`,
-        `--tmpdir=${home}`,
-        ...(asRoot ? ['--user=mysql'] : []),
-        '--skip-grant-tables',
-        `--innodb-buffer-pool-size=${bufferPool}`,
-        '--innodb-log-file-size=16M',
-        '--innodb-flush-log-at-trx-commit=0',
+        ...mariaDbArgs({ data, home, port: node.port, bufferPool }),
         '--innodb-autoinc-lock-mode=2',
         '--binlog-format=ROW',
         '--max-connections=100',

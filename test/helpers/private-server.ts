@@ -192,6 +192,45 @@ export async function privatePostgres(): Promise<PrivateServer> {
   };
 }
 
+/** Creates a MariaDB data folder with `mariadb-install-db` (as the `mysql` user when run as root). */
+export async function installMariaDb(install: string, data: string): Promise<void> {
+  await run(install, [
+    '--no-defaults',
+    `--datadir=${data}`,
+    ...(asRoot ? ['--user=mysql'] : []),
+    '--auth-root-authentication-method=normal',
+    '--skip-test-db',
+  ]);
+}
+
+/**
+ * The `mariadbd` arguments every private server of the tests starts with: its files in `home`,
+ * loopback only, no grants, small and without durable flushes.
+ */
+export function mariaDbArgs(options: {
+  data: string;
+  home: string;
+  port: number;
+  bufferPool: string;
+}): string[] {
+  const { data, home, port, bufferPool } = options;
+  return [
+    '--no-defaults',
+    `--datadir=${data}`,
+    `--port=${port}`,
+    '--bind-address=127.0.0.1',
+    `--socket=${join(home, 'mysqld.sock')}`,
+    `--pid-file=${join(home, 'mysqld.pid')}`,
+    `--log-error=${join(home, 'error.log')}`,
+    `--tmpdir=${home}`,
+    ...(asRoot ? ['--user=mysql'] : []),
+    '--skip-grant-tables',
+    `--innodb-buffer-pool-size=${bufferPool}`,
+    '--innodb-log-file-size=16M',
+    '--innodb-flush-log-at-trx-commit=0',
+  ];
+}
+
 /** A MariaDB server of its own: `mariadb-install-db` into a temporary folder, `mariadbd` on a free port. */
 export async function privateMariaDb(): Promise<PrivateServer> {
   const server = findBinary(['/usr/sbin/mariadbd', '/usr/sbin/mysqld', '/usr/bin/mariadbd']);
@@ -203,28 +242,10 @@ export async function privateMariaDb(): Promise<PrivateServer> {
   const port = await freePort();
   let child: ChildProcess | undefined;
   running.set(dir, () => child?.pid);
-  await run(install, [
-    '--no-defaults',
-    `--datadir=${data}`,
-    ...(asRoot ? ['--user=mysql'] : []),
-    '--auth-root-authentication-method=normal',
-    '--skip-test-db',
-  ]);
+  await installMariaDb(install, data);
   const args = [
-    '--no-defaults',
-    `--datadir=${data}`,
-    `--port=${port}`,
-    '--bind-address=127.0.0.1',
-    `--socket=${join(dir, 'mysqld.sock')}`,
-    `--pid-file=${join(dir, 'mysqld.pid')}`,
-    `--log-error=${join(dir, 'error.log')}`,
-    `--tmpdir=${dir}`,
-    ...(asRoot ? ['--user=mysql'] : []),
-    '--skip-grant-tables',
+    ...mariaDbArgs({ data, home: dir, port, bufferPool: '32M' }),
     '--skip-log-bin',
-    '--innodb-buffer-pool-size=32M',
-    '--innodb-log-file-size=16M',
-    '--innodb-flush-log-at-trx-commit=0',
     '--max-connections=50',
   ];
   const start = async () => {
