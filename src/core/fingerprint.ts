@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { types } from 'node:util';
-import canonicalize from 'canonicalize';
 import { IdempotencyInputError } from './errors.js';
 
 /** Limits on what `fingerprint` accepts. */
@@ -12,8 +11,6 @@ export interface FingerprintOptions {
    */
   maxDepth?: number;
 }
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /**
  * The sha256 (hex) of the RFC 8785 canonical form of `{ operation, input }`.
@@ -51,88 +48,181 @@ export function fingerprint(operation: string, input: unknown, options: Fingerpr
 
 /** The canonical text `fingerprint` hashes; exposed for debugging a mismatch. */
 export function canonicalJson(operation: string, input: unknown, options: FingerprintOptions = {}): string {
-  const tagged = toTagged(input, options.maxDepth ?? 64, 0, new Set());
-  try {
-    // `canonicalize` returns undefined only for undefined input; ours is always an object.
-    return canonicalize({ operation, input: tagged }) as string;
-  } catch (cause) {
-    // RFC 8785 refuses strings with lone UTF-16 surrogates.
-    throw new IdempotencyInputError(`Cannot canonicalize the input: ${(cause as Error).message}`, { cause });
-  }
-}
-
-function toTagged(value: unknown, maxDepth: number, depth: number, ancestors: Set<object>): Json {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return value;
-    case 'number':
-      // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
-      if (Object.is(value, -0)) return { $number: '-0' };
-      return Number.isFinite(value) ? value : { $number: String(value) };
-    case 'bigint':
-      return { $bigint: value.toString() };
-    case 'undefined':
-      return { $undefined: true };
-    case 'function':
-    case 'symbol':
-      throw new IdempotencyInputError(`Cannot fingerprint a ${typeof value}`);
-  }
-  if (value === null) return null;
-  const object = value as object;
-  const prototype = Object.getPrototypeOf(object);
-  // Data as JSON.parse or a validator builds it skips every check for the tagged types.
-  const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
-  if (!plain) {
-    const tagged = taggedBuiltIn(object);
-    if (tagged !== undefined) return tagged;
-  }
-
-  if (depth >= maxDepth) {
-    throw new IdempotencyInputError(`The input is nested deeper than ${maxDepth} levels`);
-  }
-  if (ancestors.has(object)) throw new IdempotencyInputError('The input contains a circular reference');
-  ancestors.add(object);
-  const child = (v: unknown) => toTagged(v, maxDepth, depth + 1, ancestors);
-  let tagged: Json;
-  if (Array.isArray(object)) {
-    tagged = Array.from(object, child); // a hole counts as undefined
-  } else if (plain) {
-    tagged = hasToJSON(object) ? child(toJSON(object)) : fields(object, child);
-  } else {
-    tagged = taggedContainer(object, child);
-  }
-  ancestors.delete(object);
-  return tagged;
+  // RFC 8785 orders members by their UTF-16 code units: "input" before "operation".
+  const canonical = new CanonicalWriter(options.maxDepth ?? 64);
+  return `{"input":${canonical.value(input, 0)},"operation":${canonical.string(operation)}}`;
 }
 
 /**
- * The tag of a built-in value with no children, `undefined` for anything else. Built-ins are told
- * by their internal slots (`util.types`, the typed arrays' own tag), never by a class name, so
- * subclasses and values from another realm hash like the built-in itself.
+ * Writes the RFC 8785 canonical JSON of a value's tagged form in one pass: members sorted by
+ * their UTF-16 code units, numbers and strings as `JSON.stringify` writes them (what RFC 8785
+ * specifies), strings with a lone surrogate refused.
  */
-function taggedBuiltIn(object: object): Json | undefined {
+class CanonicalWriter {
+  private readonly ancestors = new Set<object>();
+
+  constructor(private readonly maxDepth: number) {}
+
+  string(text: string): string {
+    // Most strings need no escape and hold no surrogate: quoting them is all JSON would do.
+    if (!NEEDS_CARE.test(text)) return `"${text}"`;
+    if (LONE_SURROGATE.test(text)) {
+      throw new IdempotencyInputError(
+        'Cannot canonicalize the input: a string holds a lone UTF-16 surrogate',
+      );
+    }
+    return JSON.stringify(text);
+  }
+
+  value(value: unknown, depth: number): string {
+    switch (typeof value) {
+      case 'string':
+        return this.string(value);
+      case 'boolean':
+        return value ? 'true' : 'false';
+      case 'number':
+        // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
+        if (Object.is(value, -0)) return '{"$number":"-0"}';
+        return Number.isFinite(value) ? JSON.stringify(value) : `{"$number":"${String(value)}"}`;
+      case 'bigint':
+        return `{"$bigint":"${value.toString()}"}`;
+      case 'undefined':
+        return '{"$undefined":true}';
+      case 'function':
+      case 'symbol':
+        throw new IdempotencyInputError(`Cannot fingerprint a ${typeof value}`);
+    }
+    if (value === null) return 'null';
+    const object = value as object;
+    const prototype = Object.getPrototypeOf(object);
+    // Data as JSON.parse or a validator builds it skips every check for the tagged types.
+    const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
+    if (!plain) {
+      const tagged = this.builtIn(object);
+      if (tagged !== undefined) return tagged;
+    }
+
+    if (depth >= this.maxDepth) {
+      throw new IdempotencyInputError(`The input is nested deeper than ${this.maxDepth} levels`);
+    }
+    if (this.ancestors.has(object))
+      throw new IdempotencyInputError('The input contains a circular reference');
+    this.ancestors.add(object);
+    let text: string;
+    if (Array.isArray(object)) {
+      text = this.array(object, depth + 1); // a hole counts as undefined
+    } else if (plain) {
+      text = hasToJSON(object) ? this.value(toJSON(object), depth + 1) : this.fields(object, depth + 1);
+    } else {
+      text = this.container(object, depth + 1);
+    }
+    this.ancestors.delete(object);
+    return text;
+  }
+
+  private array(values: ArrayLike<unknown>, depth: number): string {
+    let text = '[';
+    for (let i = 0; i < values.length; i++) text += `${i === 0 ? '' : ','}${this.value(values[i], depth)}`;
+    return `${text}]`;
+  }
+
+  /**
+   * Own enumerable string-keyed members; user keys starting with `$` get one more, so no tag can
+   * be forged (which keeps their order: the sort can run on the keys as they are).
+   */
+  private fields(object: object, depth: number): string {
+    let text = '{';
+    for (const key of Object.keys(object).sort()) {
+      const member = (object as Record<string, unknown>)[key];
+      if (member === undefined) continue;
+      const name = this.string(key.startsWith('$') ? `$${key}` : key);
+      text += `${text.length === 1 ? '' : ','}${name}:${this.value(member, depth)}`;
+    }
+    return `${text}}`;
+  }
+
+  /**
+   * The tag of a built-in value with no children, `undefined` for anything else. Built-ins are
+   * told by their internal slots (`util.types`, the typed arrays' own tag), never by a class name,
+   * so subclasses and values from another realm hash like the built-in itself.
+   */
+  private builtIn(object: object): string | undefined {
+    const tag = taggedBuiltIn(object);
+    return tag === undefined ? undefined : this.tagged(tag);
+  }
+
+  /** A tag whose value holds only strings (and arrays of them). */
+  private tagged([name, value]: BuiltInTag): string {
+    const text =
+      typeof value === 'string' ? this.string(value) : `[${value.map((v) => this.string(v)).join(',')}]`;
+    return `{"${name}":${text}}`;
+  }
+
+  /** A non-plain object with children: a built-in collection, or a class instance as its own data. */
+  private container(object: object, depth: number): string {
+    if (typeof FormData !== 'undefined' && object instanceof FormData) {
+      refuseOwnFields(object);
+      const entries = [...object].map(
+        ([name, entry]) => `[${this.string(name)},${this.value(entry, depth)}]`,
+      );
+      return `{"$formData":[${entries.join(',')}]}`;
+    }
+    if (types.isMap(object)) {
+      refuseOwnFields(object);
+      const entries = Array.from(
+        Map.prototype.entries.call(object),
+        ([k, v]) => `[${this.value(k, depth)},${this.value(v, depth)}]`,
+      );
+      return `{"$map":[${sortedTexts(entries).join(',')}]}`;
+    }
+    if (types.isSet(object)) {
+      refuseOwnFields(object);
+      // Ordered by the canonical text of each member wrapped in an array, as the tag always was.
+      const members = Array.from(Set.prototype.values.call(object), (v) => `[${this.value(v, depth)}]`);
+      return `{"$set":[${sortedTexts(members)
+        .map((member) => member.slice(1, -1))
+        .join(',')}]}`;
+    }
+    if (hasToJSON(object)) return this.value(toJSON(object), depth);
+    // A class instance hashes as its own fields, like a plain object with the same fields: class
+    // names change with a rename or a minifier, and a retry spanning that deploy must still match.
+    // A plain object from another realm (a `vm` context) has a prototype whose prototype is null.
+    if (Object.getPrototypeOf(Object.getPrototypeOf(object)) !== null) refuseHiddenState(object);
+    return this.fields(object, depth);
+  }
+}
+
+/** With the `u` flag a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */
+const LONE_SURROGATE = /\p{Cs}/u;
+/** What JSON escapes, and any surrogate (a pair is fine, a lone one is refused). */
+const NEEDS_CARE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** A built-in value's tag: its name and its value as text (or a list of texts). */
+type BuiltInTag = [name: string, value: string | string[]];
+
+/** The tag of a built-in value with no children (see `CanonicalWriter.builtIn`). */
+function taggedBuiltIn(object: object): BuiltInTag | undefined {
   if (types.isDate(object)) {
     refuseOwnFields(object);
     const time = Date.prototype.getTime.call(object);
-    return { $date: Number.isNaN(time) ? 'invalid' : Date.prototype.toISOString.call(object) };
+    return ['$date', Number.isNaN(time) ? 'invalid' : Date.prototype.toISOString.call(object)];
   }
   if (ArrayBuffer.isView(object)) {
     const name = typedArrayName.call(object); // undefined for a DataView
-    if (name === 'Uint8Array') return { $bytes: base64(object) }; // a Buffer too
+    if (name === 'Uint8Array') return ['$bytes', base64(object)]; // a Buffer too
     // A typed array's elements are its own keys; listing them to find others would cost O(length).
     if (name === undefined) refuseOwnFields(object);
-    return { $view: [name ?? 'DataView', base64(object)] };
+    return ['$view', [name ?? 'DataView', base64(object)]];
   }
   if (types.isArrayBuffer(object)) {
     refuseOwnFields(object);
-    return { $arrayBuffer: base64(new Uint8Array(object)) };
+    return ['$arrayBuffer', base64(new Uint8Array(object))];
   }
-  if (isDecimal(object)) return { $decimal: object.toString() };
+  if (isDecimal(object)) return ['$decimal', object.toString()];
   if (types.isRegExp(object)) {
     // Source and flags; `lastIndex` is where the last match stopped, not part of the pattern.
     refuseOwnFields(object);
-    return { $regexp: RegExp.prototype.toString.call(object) };
+    return ['$regexp', RegExp.prototype.toString.call(object)];
   }
   if (object instanceof Error || Object.prototype.toString.call(object) === '[object Error]') {
     // Its message, stack and cause are not enumerable: two errors that differ only there would
@@ -148,42 +238,6 @@ function taggedBuiltIn(object: object): Json | undefined {
     );
   }
   return undefined;
-}
-
-/** A non-plain object with children: a built-in collection, or a class instance as its own data. */
-function taggedContainer(object: object, child: (value: unknown) => Json): Json {
-  if (typeof FormData !== 'undefined' && object instanceof FormData) {
-    refuseOwnFields(object);
-    return { $formData: [...object].map(([name, entry]) => [name, child(entry)]) };
-  }
-  if (types.isMap(object)) {
-    refuseOwnFields(object);
-    const entries = Array.from(Map.prototype.entries.call(object), ([k, v]) => [child(k), child(v)]);
-    return { $map: sortByCanonical(entries) };
-  }
-  if (types.isSet(object)) {
-    refuseOwnFields(object);
-    const members = Array.from(Set.prototype.values.call(object), (v) => [child(v)]);
-    return { $set: sortByCanonical(members).map(([v]) => v as Json) };
-  }
-  if (hasToJSON(object)) return child(toJSON(object));
-  // A class instance hashes as its own fields, like a plain object with the same fields: class
-  // names change with a rename or a minifier, and a retry spanning that deploy must still match.
-  // A plain object from another realm (a `vm` context) has a prototype whose prototype is null.
-  if (Object.getPrototypeOf(Object.getPrototypeOf(object)) !== null) refuseHiddenState(object);
-  return fields(object, child);
-}
-
-/** Own enumerable string-keyed members; user keys starting with `$` get one more, so no tag can be forged. */
-function fields(object: object, child: (value: unknown) => Json): Json {
-  // A null-prototype object: `__proto__` and `constructor` keys are plain members here.
-  const members: { [key: string]: Json } = Object.create(null);
-  for (const key of Object.keys(object)) {
-    const member = (object as Record<string, unknown>)[key];
-    if (member === undefined) continue;
-    members[key.startsWith('$') ? `$${key}` : key] = child(member);
-  }
-  return members;
 }
 
 function hasToJSON(object: object): object is { toJSON(): unknown } {
@@ -264,11 +318,8 @@ function base64(view: ArrayBufferView): string {
 }
 
 /** Map entries and Set members have no order of their own: order them by their canonical text. */
-function sortByCanonical(entries: Json[][]): Json[][] {
-  return entries
-    .map((entry) => [canonicalize(entry) as string, entry] as const)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([, entry]) => entry);
+function sortedTexts(texts: string[]): string[] {
+  return texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** The fields decimal.js (and so Prisma's `Decimal`) instances carry. */

@@ -138,3 +138,99 @@ describe('fingerprint', () => {
     expect(() => fingerprint('op', { x: shared, y: shared })).not.toThrow();
   });
 });
+
+/** A class whose instances hash as their own fields. */
+class Point {
+  constructor(
+    public x: number,
+    public y: number,
+  ) {}
+}
+
+describe('canonicalJson', () => {
+  // Records keep the fingerprints of earlier versions: a retry that spans an upgrade must still
+  // match. These texts were written by the first implementation (a tagged tree, then canonicalize).
+  it.each<[string, unknown, string]>([
+    [
+      'plain data, keys out of order',
+      { b: [1, 'two', null, true], a: { d: 2.5, c: -3 } },
+      '{"input":{"a":{"c":-3,"d":2.5},"b":[1,"two",null,true]},"operation":"op"}',
+    ],
+    [
+      'keys compared by UTF-16 code units',
+      { é: 1, z: 2, Z: 3, '😀': 4, '': 5, '10': 6, '9': 7 },
+      '{"input":{"":5,"10":6,"9":7,"Z":3,"z":2,"\u00e9":1,"\ud83d\ude00":4},"operation":"op"}',
+    ],
+    [
+      'strings that need escapes',
+      { s: 'quote " backslash \\ newline \n tab \t nul \u0000 pair 😀' },
+      '{"input":{"s":"quote \\" backslash \\\\ newline \\n tab \\t nul \\u0000 pair \ud83d\ude00"},"operation":"op"}',
+    ],
+    [
+      'numbers',
+      [0, -0, 1e21, 1e-7, 0.1, Number.MAX_SAFE_INTEGER, NaN, Infinity, -Infinity],
+      '{"input":[0,{"$number":"-0"},1e+21,1e-7,0.1,9007199254740991,{"$number":"NaN"},{"$number":"Infinity"},{"$number":"-Infinity"}],"operation":"op"}',
+    ],
+    [
+      'members starting with $',
+      { $date: 'x', $$y: 1, a$: 2 },
+      '{"input":{"$$$y":1,"$$date":"x","a$":2},"operation":"op"}',
+    ],
+    [
+      'undefined members, holes and undefined in arrays',
+      { a: undefined, b: Object.assign(new Array(3), { 0: undefined, 2: 1 }) },
+      '{"input":{"b":[{"$undefined":true},{"$undefined":true},1]},"operation":"op"}',
+    ],
+    [
+      'bigint, Date, invalid Date',
+      [10n ** 30n, new Date(0), new Date(Number.NaN)],
+      '{"input":[{"$bigint":"1000000000000000000000000000000"},{"$date":"1970-01-01T00:00:00.000Z"},{"$date":"invalid"}],"operation":"op"}',
+    ],
+    [
+      'bytes, typed arrays, ArrayBuffer, DataView',
+      [
+        Buffer.from('hi'),
+        new Uint8Array([1, 2]),
+        new Float64Array([1.5]),
+        new ArrayBuffer(2),
+        new DataView(new ArrayBuffer(1)),
+      ],
+      '{"input":[{"$bytes":"aGk="},{"$bytes":"AQI="},{"$view":["Float64Array","AAAAAAAA+D8="]},{"$arrayBuffer":"AAA="},{"$view":["DataView","AA=="]}],"operation":"op"}',
+    ],
+    [
+      'Decimal, RegExp',
+      [new Decimal('1.50'), /a+b/gi],
+      '{"input":[{"$decimal":"1.5"},{"$regexp":"/a+b/gi"}],"operation":"op"}',
+    ],
+    [
+      'Map and Set ordered by canonical text',
+      [
+        new Map<unknown, unknown>([
+          ['b', 1],
+          [1, 'x'],
+          [12, 'y'],
+        ]),
+        new Set([12, 1, 'a', [2]]),
+      ],
+      '{"input":[{"$map":[["b",1],[1,"x"],[12,"y"]]},{"$set":["a",12,1,[2]]}],"operation":"op"}',
+    ],
+    [
+      'class instance and toJSON',
+      [new Point(1, 2), { toJSON: () => ({ z: 1 }) }],
+      '{"input":[{"x":1,"y":2},{"z":1}],"operation":"op"}',
+    ],
+    [
+      'an own __proto__ member',
+      JSON.parse('{"__proto__": 1, "constructor": 2}'),
+      '{"input":{"__proto__":1,"constructor":2},"operation":"op"}',
+    ],
+  ])('writes %s as it always did', (_name, input, text) => {
+    expect(canonicalJson('op', input)).toBe(text);
+  });
+
+  it('refuses a lone surrogate, in a value or in a member name', () => {
+    expect(() => canonicalJson('op', { a: '\ud800' })).toThrow(IdempotencyInputError);
+    expect(() => canonicalJson('op', { '\udc00': 1 })).toThrow(IdempotencyInputError);
+    expect(canonicalJson('op', { a: '\ud83d\ude00' })).toBe('{"input":{"a":"😀"},"operation":"op"}');
+  });
+});
