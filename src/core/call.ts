@@ -120,6 +120,7 @@ export function storedText(serializer: Serializer, value: unknown, maxResultByte
   }
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxResultBytes) throw new IdempotencyResultTooLargeError(bytes, maxResultBytes);
+  if (serializer.readsBack?.(value)) return text;
   try {
     serializer.deserialize(text);
   } catch (cause) {
