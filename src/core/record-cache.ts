@@ -1,12 +1,30 @@
-import type { Store, StoredRecord } from './store.js';
+import type {
+  ClaimRequest,
+  Completed,
+  LeaseOperations,
+  LeaseRequest,
+  Store,
+  StoredRecord,
+  TransactionSession,
+} from './store.js';
 
 /** Options of `withLocalCache`. */
 export interface LocalCacheOptions {
   /** How many completed records to keep (least recently used go first). */
   max: number;
+  /**
+   * How much memory the kept records may take, estimated as two bytes per character of their
+   * strings (the result first) plus a fixed overhead; least recently used go first, and a record
+   * larger than this is not kept at all.
+   * @default 16_777_216 (16 MiB)
+   */
+  maxBytes?: number;
   /** A monotonic clock in milliseconds. @default performance.now */
   clock?: () => number;
 }
+
+/** What one entry costs beyond its strings: the entry, the record object, its dates. */
+const ENTRY_OVERHEAD_BYTES = 400;
 
 /**
  * `store`, with completed records kept in this process's memory, so a replay that lands on the
@@ -14,33 +32,152 @@ export interface LocalCacheOptions {
  * expires. The cache never outlives a record by the store's clock: a record read with
  * `liveForMs` left (measured by the store, a database in SQL) is kept until that long after the
  * read was *sent*, on this process's monotonic clock, so clock skew between servers and the
- * database does not matter, and the cached entry ends a little before the record does. The core
- * still checks the fingerprint of every cached record.
+ * database does not matter, and the cached entry ends a little before the record does. A record
+ * this process completes is kept from its commit on, until `ttlMs` after its completion was sent
+ * (the store counts its expiry from a moment no earlier). The core still checks the fingerprint
+ * of every cached record.
  */
 export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions): Store<Tx> {
-  const { max, clock = () => performance.now() } = options;
+  const { max, maxBytes = 16_777_216, clock = () => performance.now() } = options;
   if (!Number.isInteger(max) || max < 1) throw new RangeError('localCache.max must be a positive integer');
-  const records = new Map<string, { record: StoredRecord; until: number }>();
+  if (!Number.isInteger(maxBytes) || maxBytes < 1) {
+    throw new RangeError('localCache.maxBytes must be a positive integer');
+  }
+  const entries = new Map<string, { record: StoredRecord; until: number; bytes: number }>();
+  let bytes = 0;
+  const idOf = (scope: string, key: string) => `${scope}\u0000${key}`;
+  const forget = (id: string) => {
+    const entry = entries.get(id);
+    if (!entry) return undefined;
+    entries.delete(id);
+    bytes -= entry.bytes;
+    return entry;
+  };
+  const keep = (record: StoredRecord, until: number) => {
+    const id = idOf(record.scope, record.key);
+    forget(id);
+    const size = sizeOf(record);
+    if (size > maxBytes) return;
+    entries.set(id, { record, until, bytes: size });
+    bytes += size;
+    // The first entries of a Map are its least recently used ones.
+    for (const oldest of entries.keys()) {
+      if (entries.size <= max && bytes <= maxBytes) break;
+      forget(oldest);
+    }
+  };
+
   const cached: Store<Tx> = Object.create(store);
   return Object.assign(cached, {
     async find(scope: string, key: string): Promise<StoredRecord | null> {
-      const id = `${scope}\u0000${key}`;
-      const hit = records.get(id);
+      const id = idOf(scope, key);
+      const hit = forget(id);
       if (hit) {
-        records.delete(id);
         const left = hit.until - clock();
         if (left > 0) {
-          records.set(id, hit); // most recently used
+          keep(hit.record, hit.until); // most recently used
           return { ...hit.record, liveForMs: left };
         }
       }
       const sent = clock();
       const record = await store.find(scope, key);
-      if (record?.status === 'COMPLETED' && record.liveForMs > 0) {
-        records.set(id, { record, until: sent + record.liveForMs });
-        if (records.size > max) records.delete(records.keys().next().value as string);
-      }
+      if (record?.status === 'COMPLETED' && record.liveForMs > 0) keep(record, sent + record.liveForMs);
       return record;
     },
+    ...(store.transaction && {
+      async transaction<T>(work: (session: TransactionSession<Tx>) => Promise<T>): Promise<T> {
+        let completion: (() => void) | undefined;
+        const result = await store.transaction!((session) => {
+          completion = undefined; // a new attempt after a write conflict
+          return work(completing(session, (keepIt) => (completion = keepIt)));
+        });
+        completion?.(); // committed
+        return result;
+      },
+    }),
+    lease: completingLease(store.lease),
   });
+
+  /** `session`, telling `completed` how to keep the record it completes once it commits. */
+  function completing(session: TransactionSession<Tx>, completed: (keepIt: () => void) => void) {
+    let claimed: { request: ClaimRequest; firstSeenAt: Date } | undefined;
+    return Object.assign(Object.create(session) as TransactionSession<Tx>, {
+      async claim(request: ClaimRequest) {
+        const outcome = await session.claim(request);
+        if (outcome.claimed) claimed = { request, firstSeenAt: outcome.firstSeenAt };
+        return outcome;
+      },
+      async takeOver(request: ClaimRequest) {
+        const firstSeenAt = await session.takeOver(request);
+        claimed = { request, firstSeenAt };
+        return firstSeenAt;
+      },
+      async complete(completion: Parameters<TransactionSession<Tx>['complete']>[0]) {
+        const sent = clock();
+        const done = await session.complete(completion);
+        const claim = claimed;
+        if (claim) completed(() => keep(completedRecord(claim, completion, done), sent + completion.ttlMs));
+        return done;
+      },
+    });
+  }
+
+  /** The lease steps, keeping each record this process completes under its lease. */
+  function completingLease(lease: LeaseOperations<Tx>): LeaseOperations<Tx> {
+    const claims = new Map<string, { request: LeaseRequest; firstSeenAt: Date }>();
+    return Object.assign(Object.create(lease) as LeaseOperations<Tx>, {
+      async claim(request: LeaseRequest) {
+        const outcome = await lease.claim(request);
+        if (outcome.claimed) claims.set(request.ownerToken, { request, firstSeenAt: outcome.firstSeenAt });
+        return outcome;
+      },
+      async complete(completion: Parameters<LeaseOperations<Tx>['complete']>[0]) {
+        const claim = claims.get(completion.ownerToken);
+        claims.delete(completion.ownerToken);
+        const sent = clock();
+        const done = await lease.complete(completion);
+        if (done && claim) keep(completedRecord(claim, completion, done), sent + completion.ttlMs);
+        return done;
+      },
+      release(owner: Parameters<LeaseOperations<Tx>['release']>[0]) {
+        claims.delete(owner.ownerToken);
+        return lease.release(owner);
+      },
+    });
+  }
+}
+
+/** The record a completion leaves, as `find` would return it. */
+function completedRecord(
+  claim: { request: ClaimRequest; firstSeenAt: Date },
+  completion: { result: string; resultIsError: boolean; ttlMs: number },
+  completed: Completed,
+): StoredRecord {
+  const { scope, key, operation, fingerprint } = claim.request;
+  return {
+    scope,
+    key,
+    operation,
+    fingerprint,
+    status: 'COMPLETED',
+    result: completion.result,
+    resultIsError: completion.resultIsError,
+    ownerToken: null,
+    lockedUntil: null,
+    createdAt: claim.firstSeenAt,
+    completedAt: completed.completedAt,
+    expiresAt: completed.expiresAt,
+    liveForMs: completion.ttlMs,
+  };
+}
+
+/** An estimate of a record's heap size: UTF-16 strings, plus the entry's own objects. */
+function sizeOf(record: StoredRecord): number {
+  const characters =
+    (record.result?.length ?? 0) +
+    record.scope.length +
+    record.key.length +
+    record.operation.length +
+    record.fingerprint.length;
+  return 2 * characters + ENTRY_OVERHEAD_BYTES;
 }

@@ -49,7 +49,7 @@ export interface PrismaStoreOptions extends ModeDefaults {
    * `withLocalCache`: entries end by the database's clock, never later than their record).
    * @default off
    */
-  localCache?: { max: number };
+  localCache?: { max: number; maxBytes?: number };
   /** @default superjson, with Prisma's `Decimal` */
   serializer?: Serializer;
 }

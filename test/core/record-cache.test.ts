@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { memoryStore, runIdempotent, type Store, withLocalCache } from '../../src/index.js';
+
+/** A memory store on a clock the test moves, counting the reads that reach it. */
+function countedStore() {
+  let now = 1_000_000;
+  const clock = () => now;
+  const inner = memoryStore({ clock });
+  const reads = { count: 0 };
+  const store: Store<undefined> = Object.assign(Object.create(inner) as Store<undefined>, {
+    find(scope: string, key: string) {
+      reads.count++;
+      return inner.find(scope, key);
+    },
+  });
+  return { store, reads, clock, travel: (ms: number) => (now += ms) };
+}
+
+const call = (store: Store<undefined>, key: string, extra: Record<string, unknown> = {}) =>
+  runIdempotent({ store, scope: 'alice', key, operation: 'pay', input: { amount: 1 }, ...extra }, () => ({
+    paid: key,
+  }));
+
+describe('withLocalCache', () => {
+  it.each(['transactional', 'lease'] as const)(
+    'keeps what this process completed (%s): its first replay reads nothing',
+    async (mode) => {
+      const { store, reads, clock } = countedStore();
+      const cached = withLocalCache(store, { max: 10, clock });
+      await call(cached, 'k', { mode });
+      const afterRun = reads.count;
+      const replay = await call(cached, 'k', { mode });
+      expect(replay).toMatchObject({ replayed: true, value: { paid: 'k' } });
+      expect(reads.count).toBe(afterRun);
+    },
+  );
+
+  it('keeps nothing from a transaction that did not commit', async () => {
+    const { store, reads, clock } = countedStore();
+    const failing: Store<undefined> = Object.assign(Object.create(store) as Store<undefined>, {
+      async transaction(work: Parameters<NonNullable<Store<undefined>['transaction']>>[0]) {
+        // The work completes its record, then the commit fails: nothing is kept.
+        await store.transaction!(async (session) => {
+          await work(session);
+          throw new Error('commit failed');
+        });
+      },
+    });
+    const cached = withLocalCache(failing, { max: 10, clock });
+    await expect(call(cached, 'k')).rejects.toThrow('commit failed');
+    const before = reads.count;
+    await expect(cached.find('alice', 'k')).resolves.toBeNull();
+    expect(reads.count).toBe(before + 1);
+  });
+
+  it('ends a kept completion ttlMs after it was sent, by its own clock', async () => {
+    const { store, reads, clock, travel } = countedStore();
+    const cached = withLocalCache(store, { max: 10, clock });
+    await call(cached, 'k', { ttlMs: 1_000 });
+    travel(999);
+    const before = reads.count;
+    expect((await cached.find('alice', 'k'))?.liveForMs).toBe(1);
+    expect(reads.count).toBe(before);
+    travel(1);
+    await cached.find('alice', 'k');
+    expect(reads.count).toBe(before + 1);
+  });
+
+  it('is bounded in bytes: least recently used go first, and a record too large is not kept', async () => {
+    const { store, reads, clock } = countedStore();
+    const result = 'x'.repeat(1_000);
+    const big = (key: string) =>
+      runIdempotent({ store: cached, scope: 'alice', key, operation: 'pay', input: {} }, () => result);
+    // Room for two records of about 2 KB each, not three.
+    const cached = withLocalCache(store, { max: 100, maxBytes: 5_500, clock });
+    await big('a');
+    await big('b');
+    await cached.find('alice', 'a'); // a is now the most recently used
+    await big('c'); // evicts b
+    const before = reads.count;
+    await cached.find('alice', 'a');
+    await cached.find('alice', 'c');
+    expect(reads.count).toBe(before);
+    await cached.find('alice', 'b');
+    expect(reads.count).toBe(before + 1);
+
+    const small = withLocalCache(store, { max: 100, maxBytes: 1_000, clock });
+    await small.find('alice', 'a');
+    await small.find('alice', 'a');
+    expect(reads.count).toBe(before + 3);
+  });
+
+  it('refuses a bound that is not a positive integer', () => {
+    const { store } = countedStore();
+    expect(() => withLocalCache(store, { max: 0 })).toThrow(RangeError);
+    expect(() => withLocalCache(store, { max: 1, maxBytes: 0 })).toThrow(RangeError);
+  });
+});
