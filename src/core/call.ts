@@ -53,6 +53,8 @@ export interface Call<T, Tx> {
   maxLeaseMs: number;
   maxResultBytes: number;
   waitTimeoutMs: number;
+  /** When (on `clock`) a duplicate stops waiting for the call holding its key: `waitTimeoutMs` after the call began. */
+  waitDeadline: number;
   retryAfterMs: number;
   serializer: Serializer;
   replayErrors: (error: unknown) => boolean;

@@ -9,6 +9,7 @@ import {
   storedText,
 } from './call.js';
 import { decide, foreignRecordError } from './decide.js';
+import { waitWhileRunning } from './duplicate-wait.js';
 import {
   IdempotencyKeyInProgressError,
   IdempotencyLeaseLostError,
@@ -93,6 +94,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
  * claim; one that keeps doing so is never replayed: the caller retries later.
  */
 async function claimLease<T, Tx>(call: Call<T, Tx>, owner: LeaseOwner): Promise<Date | IdempotentResult<T>> {
+  const started = call.clock();
   for (let attempt = 0; attempt < 3; attempt++) {
     const outcome = await call.store.lease.claim({
       ...call.request,
@@ -104,11 +106,11 @@ async function claimLease<T, Tx>(call: Call<T, Tx>, owner: LeaseOwner): Promise<
       call.emit(outcome.tookOver ? 'expired_takeover' : 'claimed');
       return outcome.firstSeenAt;
     }
-    const decision = decide(outcome.existing, call.request);
-    if (decision.kind === 'foreign') throw foreignRecordError(outcome.existing, call.request);
-    if (decision.kind !== 'claim' && decision.kind !== 'takeOver') {
-      return answer(call, outcome.existing, decision);
-    }
+    // Another call claimed the key first: wait for it as any duplicate does.
+    const existing = await waitWhileRunning(call, outcome.existing, started);
+    const decision = decide(existing, call.request);
+    if (decision.kind === 'foreign') throw foreignRecordError(existing!, call.request);
+    if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, existing!, decision);
   }
   call.emit('in_progress');
   throw new IdempotencyKeyInProgressError(call.retryAfterMs, {

@@ -10,6 +10,7 @@ import {
 } from './call.js';
 import { CallTracking } from './call-tracking.js';
 import { decide, foreignRecordError } from './decide.js';
+import { waitWhileRunning } from './duplicate-wait.js';
 import type { IdempotencyEventHandler, IdempotencyEventType } from './events.js';
 import { type FingerprintOptions, fingerprint } from './fingerprint.js';
 import { type KeyPolicy, validateKey } from './key.js';
@@ -50,8 +51,9 @@ export interface RunIdempotentOptions<Tx = unknown> {
    */
   mode?: 'transactional' | 'lease';
   /**
-   * Lease mode: how long the claim is held. A duplicate within it gets `IDEMPOTENCY_KEY_IN_PROGRESS`
-   * with the rest of the lease as its retry hint; after it another request may take the key over,
+   * Lease mode: how long the claim is held. A duplicate within it waits for the result (reading the
+   * record again now and then, up to `waitTimeoutMs`), else gets `IDEMPOTENCY_KEY_IN_PROGRESS` with
+   * the rest of the lease as its retry hint; after it another request may take the key over,
    * and this request's late result is then fenced off. Choose it longer than the slowest resolver,
    * or set `heartbeatMs`.
    * @default the store's `defaults.leaseMs`, else 30_000
@@ -81,7 +83,10 @@ export interface RunIdempotentOptions<Tx = unknown> {
   ttlMs?: number;
   /** Largest serialized result stored; over it the mutation fails and nothing commits. @default 1_048_576 */
   maxResultBytes?: number;
-  /** How long a duplicate waits for the request holding the key. @default 10_000 */
+  /**
+   * How long a duplicate waits for the request holding the key, in either mode, before it gets
+   * `IDEMPOTENCY_KEY_IN_PROGRESS`. @default 10_000
+   */
   waitTimeoutMs?: number;
   /**
    * The retry hint given with `IDEMPOTENCY_KEY_IN_PROGRESS` when no lease tells a better one
@@ -150,20 +155,20 @@ async function dispatch<T, Tx>(
   const { store, request, tracking } = call;
   const held = heldKeys(store.backend ?? store);
   const id = `${request.scope}\u0000${request.key}`;
-  const deadline = call.clock() + call.waitTimeoutMs;
+  const waitStarted = call.clock();
   for (;;) {
     const waiting = tracking !== undefined && held.has(id);
     if (waiting) {
       tracking.waited = true;
       tracking.start('wait');
     }
-    const settled = await waitForHolders(held, id, deadline, call.clock);
+    const settled = await waitForHolders(held, id, call.waitDeadline, call.clock);
     if (waiting) tracking.finish('wait');
     if (!settled) {
       call.emit('in_progress');
       throw stillRunning(call);
     }
-    const record = await store.find(request.scope, request.key);
+    const record = await waitWhileRunning(call, await store.find(request.scope, request.key), waitStarted);
     const decision = decide(record, request);
     if (decision.kind === 'foreign') throw foreignRecordError(record!, request);
     if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, record!, decision);
@@ -199,6 +204,7 @@ function resolveCall<T, Tx>(
     throw new TypeError('The idempotency operation must be a string of 1 to 255 characters');
   }
   const scope = resolveScope(options.scope, options.allowGlobalScope ?? false);
+  const waitTimeoutMs = options.waitTimeoutMs ?? 10_000;
   const request = {
     scope,
     key,
@@ -227,7 +233,8 @@ function resolveCall<T, Tx>(
     heartbeatMs,
     maxLeaseMs,
     maxResultBytes: options.maxResultBytes ?? 1_048_576,
-    waitTimeoutMs: options.waitTimeoutMs ?? 10_000,
+    waitTimeoutMs,
+    waitDeadline: started + waitTimeoutMs,
     retryAfterMs: options.retryAfterMs ?? 1_000,
     serializer: options.serializer ?? store.serializer ?? defaultSerializer,
     replayErrors: options.replayErrors ?? (() => false),

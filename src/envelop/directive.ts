@@ -17,7 +17,7 @@ import {
  * - `ttlMs`: how long this field's results are replayed, overriding the plugin's `ttlMs`.
  * - `mode`: `TRANSACTIONAL` or `LEASE`, overriding the plugin's `mode`. Under `LEASE` the
  *   resolver's `context.tx` is the store's plain client, not a transaction: its writes commit on
- *   their own, and a duplicate during the lease is answered 409 at once.
+ *   their own, and a duplicate during the lease waits for the result (then 409, after `waitTimeoutMs`).
  * - `leaseMs`: how long the lease is held, overriding the plugin's `leaseMs`.
  *
  * These apply to field-level keys; an operation under an `Idempotency-Key` header runs in the

@@ -44,8 +44,9 @@ export interface IdempotencyPolicy {
    * `transactional` or `lease`, as in `runIdempotent`. In lease mode `ctx.tx` is **not** a
    * transaction: it is the store's plain client (`prisma` itself for `prismaStore`, though typed as
    * its transaction client), so every write through it commits on its own and stays when the
-   * resolver throws; a duplicate call during the lease gets `CONFLICT` (`IDEMPOTENCY_KEY_IN_PROGRESS`)
-   * at once. Keyless calls of an optional key get the same client.
+   * resolver throws; a duplicate call during the lease waits for the result, and gets `CONFLICT`
+   * (`IDEMPOTENCY_KEY_IN_PROGRESS`) after `waitTimeoutMs`. Keyless calls of an optional key get the
+   * same client.
    * @default the middleware's `mode`, else the store's, else 'transactional'
    */
   mode?: RunIdempotentOptions['mode'];

@@ -182,7 +182,7 @@ describe('lease mode: the heartbeat', () => {
     const { options: call } = options(store, { leaseMs: 1_000, heartbeatMs: 300, maxLeaseMs: 3_000 });
     const first = runIdempotent(call, () => hung.opened.then(() => 'late'));
     await vi.advanceTimersByTimeAsync(2_500);
-    await expect(runIdempotent(call, async () => 'retry')).rejects.toBeInstanceOf(
+    await expect(runIdempotent({ ...call, waitTimeoutMs: 0 }, async () => 'retry')).rejects.toBeInstanceOf(
       IdempotencyKeyInProgressError,
     );
     await vi.advanceTimersByTimeAsync(2_000); // past maxLeaseMs, and the last renewal's lease
@@ -198,7 +198,7 @@ describe('lease mode: the heartbeat', () => {
     const { options: call } = options(store, { leaseMs: 1_000, heartbeatMs: 300, maxLeaseMs: 60_000 });
     const first = runIdempotent(call, () => slow.opened.then(() => 'done'));
     await vi.advanceTimersByTimeAsync(30_000);
-    await expect(runIdempotent(call, async () => 'retry')).rejects.toBeInstanceOf(
+    await expect(runIdempotent({ ...call, waitTimeoutMs: 0 }, async () => 'retry')).rejects.toBeInstanceOf(
       IdempotencyKeyInProgressError,
     );
     slow.open();

@@ -82,13 +82,13 @@ describe('runIdempotent in lease mode (memory store)', () => {
     );
   });
 
-  it('answers a duplicate inside the lease with IN_PROGRESS at once, hinting the rest of the lease', async () => {
+  it('answers a duplicate with IN_PROGRESS once its wait is over, hinting the rest of the lease', async () => {
     const { options, types } = leased({ leaseMs: 4_000 });
     const held = gate();
     const first = runIdempotent(options, () => held.opened.then(() => 'done'));
     await sleep(10);
     const duplicate = vi.fn(async () => 'duplicate');
-    const error = await runIdempotent(options, duplicate).catch((e: unknown) => e);
+    const error = await runIdempotent({ ...options, waitTimeoutMs: 30 }, duplicate).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
     expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
     const { retryAfterMs } = error as IdempotencyKeyInProgressError;
@@ -100,24 +100,54 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
   });
 
-  it('runs one of 20 concurrent duplicates and answers the other 19 with IN_PROGRESS', async () => {
-    const { options } = leased();
+  it('runs one of 20 concurrent duplicates; the other 19 wait for it and replay its result', async () => {
+    const { options, types } = leased();
     const held = gate();
     const resolver = vi.fn(() => held.opened.then(() => 'sent'));
-    let answeredWhileHeld = 0;
-    const calls = Array.from({ length: 20 }, () =>
-      runIdempotent(options, resolver).catch((error: unknown) => {
-        answeredWhileHeld++;
-        return error;
-      }),
-    );
-    for (let waited = 0; answeredWhileHeld < 19 && waited < 5_000; waited += 10) await sleep(10);
-    expect(answeredWhileHeld).toBe(19);
+    const calls = Array.from({ length: 20 }, () => runIdempotent(options, resolver));
+    await sleep(50);
     held.open();
     const outcomes = await Promise.all(calls);
     expect(resolver).toHaveBeenCalledTimes(1);
-    expect(outcomes.filter((o) => o instanceof IdempotencyKeyInProgressError)).toHaveLength(19);
-    expect(outcomes.filter((o) => (o as { value?: string }).value === 'sent')).toHaveLength(1);
+    expect(outcomes.map((o) => o.value)).toEqual(Array(20).fill('sent'));
+    expect(outcomes.filter((o) => o.replayed)).toHaveLength(19);
+    expect(types().filter((t) => t === 'in_progress')).toEqual([]);
+  });
+
+  it('notices the completion soon: a waiting duplicate answers at most half its wait after it', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+    try {
+      const inner = memoryStore();
+      let reads = 0;
+      const store: Store = Object.assign(Object.create(inner) as Store, {
+        find: (scope: string, key: string) => {
+          reads++;
+          return inner.find(scope, key);
+        },
+      });
+      const options = { ...leased().options, store, leaseMs: 30_000, clock: () => Date.now() };
+      let finishedAt = 0;
+      const first = runIdempotent(options, async () => {
+        await sleep(1_000);
+        finishedAt = Date.now();
+        return 'done';
+      });
+      await vi.advanceTimersByTimeAsync(10);
+      const arrivedAt = Date.now();
+      reads = 0;
+      const duplicate = runIdempotent(options, async () => 'dup').then((result) => ({
+        result,
+        at: Date.now(),
+      }));
+      await vi.advanceTimersByTimeAsync(5_000);
+      const { result, at } = await duplicate;
+      await first;
+      expect(result).toMatchObject({ value: 'done', replayed: true });
+      expect(at - finishedAt).toBeLessThanOrEqual((finishedAt - arrivedAt) / 2 + 5);
+      expect(reads).toBeLessThanOrEqual(16); // about log1.5(1000 / 5) reads, not one per few ms
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('lets a request take over a lease that ran out, and fences the old owner’s late completion', async () => {
@@ -209,7 +239,9 @@ describe('runIdempotent in lease mode (memory store)', () => {
     });
     const first = runIdempotent(options, resolver);
     await sleep(600); // twice the lease
-    await expect(runIdempotent(options, resolver)).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
+    await expect(runIdempotent({ ...options, waitTimeoutMs: 0 }, resolver)).rejects.toBeInstanceOf(
+      IdempotencyKeyInProgressError,
+    );
     await expect(first).resolves.toMatchObject({ value: 'slow', replayed: false });
     expect(resolver).toHaveBeenCalledTimes(1);
     expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
@@ -233,7 +265,7 @@ describe('runIdempotent in lease mode (memory store)', () => {
     const first = runIdempotent(options, () => held.opened.then(() => 1));
     await sleep(10);
     const { mode: _lease, ...transactional } = options;
-    await expect(runIdempotent(transactional, async () => 2)).rejects.toBeInstanceOf(
+    await expect(runIdempotent({ ...transactional, waitTimeoutMs: 0 }, async () => 2)).rejects.toBeInstanceOf(
       IdempotencyKeyInProgressError,
     );
     held.open();
@@ -254,7 +286,9 @@ describe('runIdempotent in lease mode (memory store)', () => {
     const held = gate();
     const first = runIdempotent(options, () => held.opened.then(() => 1));
     await sleep(10);
-    const error = await runIdempotent(options, async () => 2).catch((e: unknown) => e);
+    const error = await runIdempotent({ ...options, waitTimeoutMs: 0 }, async () => 2).catch(
+      (e: unknown) => e,
+    );
     expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeLessThanOrEqual(2_000);
     expect((await store.find('user-1', 'k-1'))!.lockedUntil).not.toBeNull();
     held.open();

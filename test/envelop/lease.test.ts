@@ -91,7 +91,7 @@ describeEachDatabase('useIdempotency with @idempotent(mode: LEASE)', (db) => {
   const paymentsOf = (userId: string) => observer.payment.count({ where: { userId } });
   const recordsOf = (userId: string) => observer.idempotencyRecord.findMany({ where: { scope: userId } });
 
-  it('answers a duplicate during the lease with 409 and Retry-After at once, runs once, then replays', async () => {
+  it('makes a duplicate during the lease wait for the running call, runs once, then replays', async () => {
     const userId = uniqueScope();
     server.state.held = gate();
     const before = server.calls.charge;
@@ -108,19 +108,15 @@ describeEachDatabase('useIdempotency with @idempotent(mode: LEASE)', (db) => {
     // The directive's leaseMs, not the default 30 s.
     expect(record!.lockedUntil!.getTime() - record!.createdAt.getTime()).toBe(5_000);
 
-    const duplicate = await send(request);
-    expect(duplicate.status).toBe(409);
-    const retryAfter = Number(duplicate.headers.get('retry-after'));
-    expect(retryAfter).toBeGreaterThanOrEqual(1);
-    expect(retryAfter).toBeLessThanOrEqual(5);
-    expect(duplicate.body.errors).toMatchObject([
-      { path: ['charge'], extensions: { code: 'IDEMPOTENCY_KEY_IN_PROGRESS' } },
-    ]);
-
+    const waiting = send(request);
+    await new Promise((resolve) => setTimeout(resolve, 50));
     server.state.held.open();
     const done = await first;
     expect(done.body.data).toEqual({ charge: { id: expect.any(Number), amount: '9.99' } });
     expect(idempotencyOf(done, 'charge')).toMatchObject({ key: 'charge-1', replayed: false });
+    const duplicate = await waiting;
+    expect(duplicate.body.data).toEqual(done.body.data);
+    expect(idempotencyOf(duplicate, 'charge')).toMatchObject({ key: 'charge-1', replayed: true });
     const retry = await send(request);
     expect(retry.body.data).toEqual(done.body.data);
     expect(idempotencyOf(retry, 'charge')).toMatchObject({ key: 'charge-1', replayed: true });

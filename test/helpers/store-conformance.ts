@@ -237,7 +237,7 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         leaseMs,
       });
 
-      it('answers a duplicate during the lease with IN_PROGRESS and the rest of the lease as its hint', async () => {
+      it('answers a duplicate with IN_PROGRESS and the rest of the lease as its hint once its wait is over', async () => {
         const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
         const held = gate();
         const started = gate();
@@ -247,13 +247,35 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
           return 'done';
         });
         await started.opened;
-        const error = await runIdempotent(options, async () => 'dup').catch((e: unknown) => e);
+        const error = await runIdempotent({ ...options, waitTimeoutMs: 30 }, async () => 'dup').catch(
+          (e: unknown) => e,
+        );
         expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
         expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeGreaterThan(15_000);
         expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeLessThanOrEqual(20_000);
         held.open();
         await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
         expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
+      });
+
+      it('makes a duplicate during the lease wait for the running call and replay its result', async () => {
+        const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
+        const held = gate();
+        const started = gate();
+        const first = runIdempotent(options, async () => {
+          started.open();
+          await held.opened;
+          return 'done';
+        });
+        await started.opened;
+        const duplicate = vi.fn(async () => 'dup');
+        const waiting = runIdempotent(options, duplicate);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        held.open();
+        await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
+        await expect(waiting).resolves.toMatchObject({ value: 'done', replayed: true });
+        expect(duplicate).not.toHaveBeenCalled();
+        expect(types()).toEqual(['claimed', 'completed', 'replayed']);
       });
 
       it('never lets a caller whose clock is ahead take over a lease that is still running', async () => {
