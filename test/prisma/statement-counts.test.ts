@@ -1,0 +1,155 @@
+import { PrismaPg } from '@prisma/adapter-pg';
+import { Decimal } from '@prisma/client/runtime/client';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PrismaClient } from '../../generated/postgresql/client.js';
+import { runIdempotent } from '../../src/index.js';
+import { prismaStore } from '../../src/prisma/index.js';
+import { uniqueScope } from '../helpers/databases.js';
+import { gate } from '../helpers/gate.js';
+
+const url = process.env.TEST_POSTGRES_URL;
+
+/**
+ * What each path sends to PostgreSQL, message by message, as the server receives it (BEGIN and
+ * COMMIT included, which Prisma's query log leaves out). A change that adds a round trip to a path
+ * fails here; one that removes one updates the expected list on purpose.
+ */
+(url ? describe : describe.skip)('statements per path on PostgreSQL', () => {
+  /** A client whose every query, on every pooled connection, is written down. */
+  function countedClient() {
+    const sent: string[] = [];
+    const pool = new pg.Pool({ connectionString: url, max: 4 });
+    pool.on('connect', (connection) => {
+      const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
+      (connection as { query: unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as string | { text: string };
+        sent.push(summary(typeof first === 'string' ? first : first.text));
+        return query(...args);
+      };
+    });
+    const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+    return { prisma, sent, pool };
+  }
+
+  /** The statement's verb and table: enough to tell every step apart. */
+  function summary(text: string): string {
+    const words = text.replace(/\s+/g, ' ').trim();
+    const verb = words.split(' ')[0]!.toUpperCase();
+    const table = /\b(?:FROM|INTO|UPDATE)\s+"?(?:public"?\."?)?"?(\w+)/i.exec(words)?.[1];
+    const lock = /\bFOR (SHARE|UPDATE)\b/i.exec(words)?.[0];
+    return [verb, table, lock].filter(Boolean).join(' ');
+  }
+
+  let one: ReturnType<typeof countedClient>;
+  let other: ReturnType<typeof countedClient>;
+  beforeAll(async () => {
+    one = countedClient();
+    other = countedClient();
+    await one.prisma.$queryRawUnsafe('SELECT 1');
+    await other.prisma.$queryRawUnsafe('SELECT 1');
+  });
+  afterAll(async () => {
+    await one?.prisma.$disconnect();
+    await other?.prisma.$disconnect();
+  });
+
+  const pay =
+    (userId: string) =>
+    (tx: unknown): Promise<{ id: number }> =>
+      (tx as PrismaClient).payment.create({
+        data: { userId, amount: new Decimal('9.99'), currency: 'EUR' },
+        select: { id: true },
+      });
+
+  async function counted<T>(client: ReturnType<typeof countedClient>, run: () => Promise<T>) {
+    client.sent.length = 0;
+    await run();
+    return [...client.sent];
+  }
+
+  const CLAIM = 'INSERT idempotency_records';
+  const FIND = 'SELECT idempotency_records';
+
+  it('fresh key: read, BEGIN, claim, the resolver, result, COMMIT', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const sent = await counted(one, () =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope)),
+    );
+    expect(sent).toEqual([FIND, 'BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
+  });
+
+  it('replay: one read', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const call = () => runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
+    await call();
+    expect(await counted(one, call)).toEqual([FIND]);
+  });
+
+  it('replay with localCache, on the server that ran it: nothing', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma, { localCache: { max: 10 } });
+    const call = () => runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
+    await call();
+    expect(await counted(one, call)).toEqual([]);
+  });
+
+  it('duplicate from another server while the first runs: it waits on the claim, then replays', async () => {
+    const scope = uniqueScope();
+    const held = gate();
+    const started = gate();
+    const first = runIdempotent(
+      { store: prismaStore(one.prisma), scope, key: 'k', operation: 'pay', input: {} },
+      async (tx) => {
+        const payment = await pay(scope)(tx);
+        started.open();
+        await held.opened;
+        return payment;
+      },
+    );
+    await started.opened;
+    const sent = counted(other, () =>
+      runIdempotent(
+        { store: prismaStore(other.prisma), scope, key: 'k', operation: 'pay', input: {} },
+        pay(scope),
+      ),
+    );
+    setTimeout(held.open, 50);
+    await first;
+    expect(await sent).toEqual([FIND, 'BEGIN', CLAIM, `${FIND} FOR UPDATE`, 'COMMIT']);
+  });
+
+  it('takeover of an expired record: read, BEGIN, claim, locked read, takeover, resolver, result, COMMIT', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    await runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, ttlMs: 1 }, pay(scope));
+    await one.prisma.$executeRawUnsafe(
+      `UPDATE idempotency_records SET expires_at = now() - interval '1 minute' WHERE scope = $1`,
+      scope,
+    );
+    const sent = await counted(one, () =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope)),
+    );
+    expect(sent).toEqual([
+      FIND,
+      'BEGIN',
+      CLAIM,
+      `${FIND} FOR UPDATE`,
+      'UPDATE idempotency_records',
+      'INSERT payments',
+      'UPDATE idempotency_records',
+      'COMMIT',
+    ]);
+  });
+
+  it('lease: read, claim, the resolver on its own, result', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const sent = await counted(one, () =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, mode: 'lease' }, pay(scope)),
+    );
+    expect(sent).toEqual([FIND, CLAIM, 'INSERT payments', 'UPDATE idempotency_records']);
+  });
+});
