@@ -2,7 +2,8 @@
 // inserted in an interactive transaction.
 //
 // - tRPC (standalone adapter): `plain` (the handler in `prisma.$transaction`, no middleware),
-//   `idempotent` (the same insert behind `idempotency()`), and the peers wrapping `plain`'s handler.
+//   `plainNoTx` (the insert alone, no transaction), `idempotent` (the same insert behind
+//   `idempotency()`), and the peers wrapping `plain`'s handler (Powertools also with its local cache).
 // - GraphQL Yoga: two servers with the same schema, one without `useIdempotency()` (its resolver
 //   opens the transaction itself) and one with it (its resolver writes through `context.tx`).
 import { createServer, type Server } from 'node:http';
@@ -38,6 +39,17 @@ export function insertPayment(db: Pick<Transaction, 'payment'>, userId: string, 
 /** The handler without idempotency: the insert in an interactive transaction of its own. */
 export function plainPayment(prisma: BenchPrismaClient, userId: string, input: PaymentInput) {
   return prisma.$transaction((tx) => insertPayment(tx, userId, input));
+}
+
+/**
+ * The plain handler with one more statement in its transaction: what one statement inside a Prisma
+ * interactive transaction costs, the unit a fresh key's overhead is counted in.
+ */
+export function plainPaymentAndSelect(prisma: BenchPrismaClient, userId: string, input: PaymentInput) {
+  return prisma.$transaction(async (tx) => {
+    await tx.$queryRawUnsafe('SELECT 1');
+    return insertPayment(tx, userId, input);
+  });
 }
 
 /** superjson with Prisma's Decimal, on both ends of the tRPC wire. */
@@ -76,6 +88,7 @@ function createRouter(prisma: BenchPrismaClient, store: PrismaStore<Transaction>
   const handler: PeerHandler<PaymentInput, unknown> = ({ userId, input }) =>
     plainPayment(prisma, userId, input);
   const powertools = peers.powertools(handler);
+  const powertoolsCached = peers.powertools(handler, { cached: true });
   const nodeIdempotency = peers.nodeIdempotency(handler);
   const keyOf = (ctx: Context) => String(ctx.req.headers['idempotency-key']);
 
@@ -84,6 +97,9 @@ function createRouter(prisma: BenchPrismaClient, store: PrismaStore<Transaction>
     plain: t.procedure
       .input(paymentInput)
       .mutation(({ ctx, input }) => plainPayment(prisma, ctx.userId, input)),
+    plainNoTx: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx, input }) => insertPayment(prisma, ctx.userId, input)),
     idempotent: t.procedure
       .input(paymentInput)
       .use(idempotency({ store, scope: ({ ctx }) => ctx.userId }))
@@ -95,6 +111,9 @@ function createRouter(prisma: BenchPrismaClient, store: PrismaStore<Transaction>
     powertools: t.procedure
       .input(paymentInput)
       .mutation(({ ctx, input }) => powertools({ userId: ctx.userId, key: keyOf(ctx), input })),
+    powertoolsCached: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx, input }) => powertoolsCached({ userId: ctx.userId, key: keyOf(ctx), input })),
     nodeIdempotency: t.procedure
       .input(paymentInput)
       .mutation(({ ctx, input }) => nodeIdempotency({ userId: ctx.userId, key: keyOf(ctx), input })),

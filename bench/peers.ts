@@ -29,7 +29,11 @@ export type PeerHandler<Input, Output> = (call: PeerCall<Input>) => Promise<Outp
 
 /** The peers, ready to wrap handlers, and how to let go of their Redis connections. */
 export interface Peers {
-  powertools<Input, Output>(handler: PeerHandler<Input, Output>): PeerHandler<Input, Output | unknown>;
+  /** With `cached`, Powertools' own local cache (`useLocalCache`): compared with our `localCache`. */
+  powertools<Input, Output>(
+    handler: PeerHandler<Input, Output>,
+    options?: { cached?: boolean },
+  ): PeerHandler<Input, Output | unknown>;
   nodeIdempotency<Input, Output>(handler: PeerHandler<Input, Output>): PeerHandler<Input, Output | unknown>;
   close(): Promise<void>;
 }
@@ -43,11 +47,13 @@ export async function connectPeers(redisUrl: string, prefix: string): Promise<Pe
   await storage.connect();
 
   return {
-    powertools(handler) {
+    powertools(handler, { cached = false } = {}) {
       const config = new IdempotencyConfig({
         eventKeyJmesPath: '[userId, key]',
         throwOnNoIdempotencyKey: true,
         expiresAfterSeconds: DAY_MS / 1000,
+        useLocalCache: cached,
+        maxLocalCacheSize: 10_000,
       });
       // Outside Lambda there is no remaining time to read; without a context the library warns on
       // every call. This stands in for a Lambda with a 30 s timeout.
@@ -55,7 +61,7 @@ export async function connectPeers(redisUrl: string, prefix: string): Promise<Pe
       return makeIdempotent(handler, {
         persistenceStore: new CachePersistenceLayer({ client: redis }),
         config,
-        keyPrefix: `${prefix}:powertools`,
+        keyPrefix: `${prefix}:powertools${cached ? '-cached' : ''}`,
       });
     },
 
