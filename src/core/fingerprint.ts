@@ -59,7 +59,8 @@ export function canonicalJson(operation: string, input: unknown, options: Finger
  * specifies), strings with a lone surrogate refused.
  */
 class CanonicalWriter {
-  private readonly ancestors = new Set<object>();
+  /** The containers around the one being written: `ancestors[d]` at depth `d`. */
+  private readonly ancestors: object[] = [];
 
   constructor(private readonly maxDepth: number) {}
 
@@ -102,12 +103,8 @@ class CanonicalWriter {
       if (tagged !== undefined) return tagged;
     }
 
-    if (depth >= this.maxDepth) {
-      throw new IdempotencyInputError(`The input is nested deeper than ${this.maxDepth} levels`);
-    }
-    if (this.ancestors.has(object))
-      throw new IdempotencyInputError('The input contains a circular reference');
-    this.ancestors.add(object);
+    if (depth >= this.maxDepth) throw this.tooDeep(object, depth);
+    this.ancestors[depth] = object;
     let text: string;
     if (Array.isArray(object)) {
       text = this.array(object, depth + 1); // a hole counts as undefined
@@ -116,8 +113,21 @@ class CanonicalWriter {
     } else {
       text = this.container(object, depth + 1);
     }
-    this.ancestors.delete(object);
     return text;
+  }
+
+  /**
+   * Too deep, or circular: a cycle is only looked for here, where any cycle ends up, so that the
+   * containers of an input that has none cost no bookkeeping but one assignment.
+   */
+  private tooDeep(object: object, depth: number): IdempotencyInputError {
+    const ancestors = this.ancestors.slice(0, depth);
+    const circular = ancestors.includes(object) || new Set(ancestors).size < ancestors.length;
+    return new IdempotencyInputError(
+      circular
+        ? 'The input contains a circular reference'
+        : `The input is nested deeper than ${this.maxDepth} levels`,
+    );
   }
 
   private array(values: ArrayLike<unknown>, depth: number): string {
