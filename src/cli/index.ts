@@ -11,6 +11,7 @@ import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.
 import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
 import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
+import { connectedSchemaOf, RECORDS_TABLE } from '../prisma/records-table.js';
 import { recordStats, stuckRecords } from '../prisma/stats.js';
 import { type SweepProgress, sweepExpired } from '../prisma/sweep.js';
 
@@ -19,11 +20,20 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 /** Options every command takes. */
 interface DatabaseOptions {
   databaseUrl?: string;
+  table?: string;
   json?: boolean;
 }
 
+/** What a command works on: the database, its provider and the records table. */
+interface Target {
+  db: PrismaQueryable;
+  provider: Provider;
+  /** `name` or `schema.name`, as the store's `table` option takes it. */
+  table: string;
+}
+
 const program = new Command('idempotent-mutations')
-  .description('Maintain the idempotency_records table of idempotent-mutations.')
+  .description('Maintain the records table of idempotent-mutations (idempotency_records).')
   .version(version)
   .showHelpAfterError('(add --help for usage)')
   .addHelpText(
@@ -48,7 +58,7 @@ withDatabaseOptions(
     )
     .option('--no-progress', 'no progress line on stderr'),
 ).action((options: DatabaseOptions & { batchSize: number; maxBatches?: number; progress: boolean }) =>
-  withDatabase(options, async (db, provider) => {
+  withDatabase(options, async ({ db, provider, table }) => {
     const stopping = new AbortController();
     const interrupt = () => {
       if (stopping.signal.aborted) process.exit(130);
@@ -61,6 +71,7 @@ withDatabaseOptions(
     try {
       const deleted = await sweepExpired(db, {
         provider,
+        table,
         batchSize: options.batchSize,
         maxBatches: options.maxBatches,
         signal: stopping.signal,
@@ -89,8 +100,8 @@ withDatabaseOptions(
       'Count records by status, with the oldest and newest, expired ones not yet swept and in-progress ones past their lease.',
     ),
 ).action((options: DatabaseOptions) =>
-  withDatabase(options, async (db, provider) => {
-    const stats = await recordStats(db, { provider });
+  withDatabase(options, async ({ db, provider, table }) => {
+    const stats = await recordStats(db, { provider, table });
     if (options.json) return print(stats);
     const date = (value: Date | null) => value?.toISOString() ?? '-';
     print(
@@ -115,8 +126,8 @@ withDatabaseOptions(
     )
     .addOption(new Option('--limit <n>', 'list at most this many').argParser(positiveInteger).default(100)),
 ).action((options: DatabaseOptions & { limit: number }) =>
-  withDatabase(options, async (db, provider) => {
-    const stuck = await stuckRecords(db, { provider, limit: options.limit });
+  withDatabase(options, async ({ db, provider, table }) => {
+    const stuck = await stuckRecords(db, { provider, table, limit: options.limit });
     if (options.json) return print(stuck);
     if (stuck.length === 0) return print('No in-progress records past their lease.');
     print(
@@ -138,13 +149,17 @@ function withDatabaseOptions(command: Command): Command {
         'DATABASE_URL',
       ),
     )
+    .option(
+      '--table <name>',
+      `the records table, name or schema.name (default: ${RECORDS_TABLE}, in the URL's ?schema= if any)`,
+    )
     .option('--json', 'machine-readable output on stdout');
 }
 
 /** Connects to the URL's database, runs `work`, disconnects; any failure becomes one line and exit 1. */
 async function withDatabase(
   options: DatabaseOptions,
-  work: (db: PrismaQueryable, provider: Provider) => Promise<void>,
+  work: (target: Target) => Promise<void>,
 ): Promise<void> {
   const url = options.databaseUrl;
   try {
@@ -159,23 +174,31 @@ async function withDatabase(
     const factory = await adapterForUrl(url, { connectTimeoutMs: 10_000 });
     const adapter = (await factory.connect()) as SqlDriverAdapterLike;
     try {
-      await work(queryableOf(adapter), provider);
+      // A bare table name lives where the adapter puts the models: ?schema= on PostgreSQL.
+      const schema = connectedSchemaOf(adapter, provider);
+      const table = options.table ?? RECORDS_TABLE;
+      await work({
+        db: queryableOf(adapter),
+        provider,
+        table: schema && !table.includes('.') ? `${schema}.${table}` : table,
+      });
     } finally {
       await adapter.dispose().catch(() => undefined);
     }
   } catch (error) {
-    process.stderr.write(`idempotent-mutations: ${describe(error, url)}\n`);
+    process.stderr.write(`idempotent-mutations: ${describe(error, url, options.table)}\n`);
     process.exitCode = 1;
   }
 }
 
 /** One line saying what went wrong, without the password. */
-function describe(error: unknown, url: string | undefined): string {
+function describe(error: unknown, url: string | undefined, table = RECORDS_TABLE): string {
   const text = innermostMessage(error);
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
-  if (/idempotency_records/.test(text) && /exist|no such table/i.test(text)) {
+  const name = table.split('.').at(-1) ?? table;
+  if (text.includes(name) && /exist|no such table/i.test(text)) {
     return `${text} (apply the migrations in prisma/<provider>/migrations first)`;
   }
   return text;

@@ -14,11 +14,16 @@ export interface IdempotencyLinkOptions {
    */
   header?: string;
   /**
-   * Where the key is sent. `'header'`: as the `header` above, which needs
-   * `headers: idempotencyHeaders` on an `httpLink` (one call per request). `'input'`: also as a field
-   * of the mutation's input object, for `httpBatchLink`, whose calls share one set of headers; a
-   * mutation whose input is not a plain object then has only the header to carry its key.
-   * @default 'header'
+   * Where the key is sent, besides the operation's context (from which `idempotencyHeaders` on an
+   * `httpLink` writes the header). `'input'`: also in the mutation's input, as the field
+   * `inputField` of a plain-object input, or as the whole input `{ idempotencyKey }` of a mutation
+   * without one, so the key reaches the server whatever the terminating link: `httpBatchLink`, whose
+   * calls share one set of headers, or an `httpLink` without `headers: idempotencyHeaders`. An input
+   * schema that refuses unknown fields (`.strict()`) must then declare the field. `'header'`: only in
+   * the context, for a terminating link that sends it; a mutation the server answers with
+   * `IDEMPOTENCY_KEY_MISSING` although no `idempotencyHeaders` wrote its key fails with an error
+   * saying so. A mutation whose input is neither a plain object nor absent has only the header.
+   * @default 'input'
    */
   sendKeyIn?: 'header' | 'input';
   /**
@@ -48,14 +53,15 @@ export interface IdempotencyLinkOptions {
  * `Retry-After`) and 503 (store unavailable) with jittered exponential backoff. Other errors,
  * 400 and 422 among them, are returned at once; `op.signal` stops the retries. Queries and
  * subscriptions pass through untouched. Place it before the terminating link:
- * `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]`.
+ * `links: [idempotencyLink(), httpBatchLink({ url })]` (the key travels in the input), or
+ * `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and as a header).
  */
 export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
   options: IdempotencyLinkOptions = {},
 ): TRPCLink<TRouter> {
   const {
     header = 'Idempotency-Key',
-    sendKeyIn = 'header',
+    sendKeyIn = 'input',
     inputField = 'idempotencyKey',
     generateKey = () => globalThis.crypto.randomUUID(),
     retry,
@@ -71,10 +77,11 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
       const given = op.context.idempotencyKey ?? input?.[inputField];
       const key = typeof given === 'string' ? given : (keys.get(op) ?? generateKey());
       keys.set(op, key);
+      const inInput = sendKeyIn === 'input' && (input !== undefined || op.input === undefined);
       const keyed: Operation = {
         ...op,
         context: { ...op.context, idempotencyKey: key, idempotencyHeader: header },
-        input: sendKeyIn === 'input' && input ? { ...input, [inputField]: key } : op.input,
+        input: inInput ? { ...input, [inputField]: key } : op.input,
       };
       const signal = op.signal;
 
@@ -98,8 +105,10 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
             complete: () => observer.complete(),
             error: (error) => {
               const delay = signal?.aborted ? undefined : retryDelay(failureOf(error), attempts, retry);
-              if (delay === undefined) observer.error(error);
-              else timer = setTimeout(attempt, delay);
+              if (delay !== undefined) timer = setTimeout(attempt, delay);
+              else if (!inInput && !headerWritten.has(keyed.context) && isMissingKey(error)) {
+                observer.error(unsentKeyError(key, header, error));
+              } else observer.error(error);
             },
           });
         };
@@ -121,8 +130,34 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
 export function idempotencyHeaders({ op }: { op: Pick<Operation, 'context'> }): Record<string, string> {
   const { idempotencyKey, idempotencyHeader } = op.context;
   if (typeof idempotencyKey !== 'string') return {};
+  headerWritten.add(op.context);
   const name = typeof idempotencyHeader === 'string' ? idempotencyHeader : 'Idempotency-Key';
   return { [name]: keyHeaderValue(idempotencyKey) };
+}
+
+/** The operation contexts whose key `idempotencyHeaders` wrote as a header. */
+const headerWritten = new WeakSet<object>();
+
+/** The server's answer to a call without a key: 400 with `IDEMPOTENCY_KEY_MISSING`. */
+function isMissingKey(error: TRPCClientError<AnyTRPCRouter>): boolean {
+  const data = error.data as { idempotencyCode?: unknown; httpStatus?: unknown } | null | undefined;
+  if (data?.idempotencyCode !== undefined) return data.idempotencyCode === 'IDEMPOTENCY_KEY_MISSING';
+  return data?.httpStatus === 400 && /requires an idempotency key/.test(error.message);
+}
+
+/**
+ * The key went nowhere: only the operation's context held it, and nothing wrote it as a header
+ * (`sendKeyIn: 'header'` in front of a link without `headers: idempotencyHeaders`).
+ */
+function unsentKeyError(
+  key: string,
+  header: string,
+  error: TRPCClientError<AnyTRPCRouter>,
+): TRPCClientError<AnyTRPCRouter> {
+  return new TRPCClientError(
+    `idempotencyLink gave this mutation the key ${JSON.stringify(key)}, but it was never sent: with sendKeyIn: 'header' the terminating link must write the ${header} header (httpLink({ headers: idempotencyHeaders })); an httpBatchLink cannot, so leave sendKeyIn at 'input'. The server answered: ${error.message}`,
+    { cause: error, meta: error.meta, result: error.shape ? { error: error.shape } : undefined },
+  );
 }
 
 interface ResponseLike {

@@ -47,7 +47,7 @@ export interface AdapterForUrlOptions {
  * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` (with a busy
  * timeout of `SQLITE_BUSY_TIMEOUT_MS`),
  * `@prisma/adapter-pg` for `postgresql://` and `cockroachdb://` (honouring libpq's `connect_timeout`,
- * in seconds),
+ * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option),
  * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
@@ -71,7 +71,9 @@ export async function adapterForUrl(
       const { PrismaPg } = await importAdapter<typeof import('@prisma/adapter-pg')>('@prisma/adapter-pg');
       const connectionString = url.replace(/^cockroach(db)?:/i, 'postgresql:');
       const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs;
-      return new PrismaPg({ connectionString, connectionTimeoutMillis });
+      // Prisma 6 read the schema from the URL; Prisma 7's adapter takes it as an option.
+      const schema = schemaOfUrl(url);
+      return new PrismaPg({ connectionString, connectionTimeoutMillis }, schema ? { schema } : undefined);
     }
     case 'mysql': {
       const { PrismaMariaDb } =
@@ -90,6 +92,12 @@ function connectTimeoutMs(url: string): number | undefined {
     throw new TypeError(`connect_timeout must be a number of seconds, not ${JSON.stringify(given)}`);
   }
   return seconds * 1_000;
+}
+
+/** The URL's `schema` parameter, as Prisma's PostgreSQL URLs name the schema of the models. */
+function schemaOfUrl(url: string): string | undefined {
+  const schema = URL.canParse(url) ? new URL(url).searchParams.get('schema') : null;
+  return schema || undefined;
 }
 
 async function importAdapter<T>(name: string): Promise<T> {

@@ -5,6 +5,7 @@ export interface SqlDriverAdapterLike {
   queryRaw(query: SqlQuery): Promise<{ columnNames: string[]; rows: unknown[][] }>;
   executeRaw(query: SqlQuery): Promise<number>;
   dispose(): Promise<void>;
+  getConnectionInfo?(): { schemaName?: string };
 }
 
 interface SqlQuery {

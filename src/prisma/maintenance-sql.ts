@@ -6,8 +6,7 @@
 
 import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
-
-const TABLE = 'idempotency_records';
+import { RECORDS_TABLE } from './records-table.js';
 
 /**
  * What the sweeper deletes: expired, and not a lease still running (an `IN_PROGRESS` record whose
@@ -46,25 +45,25 @@ const SQLITE_EXPIRED_RANGES =
   "(expires_at >= '' AND expires_at <= strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+1 second')))";
 
 /**
- * Deletes at most `batchSize` sweepable records in one short statement.
- * `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
+ * Deletes at most `batchSize` sweepable records of `table` (SQL, see `recordsTable`) in one short
+ * statement. `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
  */
-export function sweepStatement(provider: Provider, batchSize: number): string {
+export function sweepStatement(provider: Provider, batchSize: number, table = RECORDS_TABLE): string {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
     throw new RangeError('batchSize must be a positive integer');
   }
   const condition = sweepable(provider);
   switch (provider) {
     case 'mysql':
-      return `DELETE FROM ${TABLE} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
+      return `DELETE FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
     case 'sqlite':
-      return `DELETE FROM ${TABLE} WHERE rowid IN (SELECT rowid FROM ${TABLE} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
+      return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
     default: {
       // The condition is checked again on the row as it is when locked, so a record taken over
       // between the two (now live again) is not deleted; SKIP LOCKED lets sweepers on several
       // servers work on different batches instead of queueing on the same rows.
       const skipLocked = provider === 'postgresql' ? ' FOR UPDATE SKIP LOCKED' : '';
-      return `DELETE FROM ${TABLE} WHERE (scope, idempotency_key) IN (SELECT scope, idempotency_key FROM ${TABLE} WHERE ${condition} LIMIT ${batchSize}${skipLocked}) AND ${condition}`;
+      return `DELETE FROM ${table} WHERE (scope, idempotency_key) IN (SELECT scope, idempotency_key FROM ${table} WHERE ${condition} LIMIT ${batchSize}${skipLocked}) AND ${condition}`;
     }
   }
 }
@@ -73,24 +72,24 @@ export function sweepStatement(provider: Provider, batchSize: number): string {
  * One row: `total`, `completed`, `expired` (sweepable), `stuck`, and the `oldest` and `newest`
  * `created_at` as stored.
  */
-export function statsQuery(provider: Provider): string {
+export function statsQuery(provider: Provider, table = RECORDS_TABLE): string {
   const count = (condition: string) => `SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END)`;
   const first = (order: 'ASC' | 'DESC') =>
     provider === 'sqlite'
-      ? `(SELECT created_at FROM ${TABLE} ORDER BY ${inTimeOrder(provider, 'created_at')} ${order} LIMIT 1)`
+      ? `(SELECT created_at FROM ${table} ORDER BY ${inTimeOrder(provider, 'created_at')} ${order} LIMIT 1)`
       : `${order === 'ASC' ? 'MIN' : 'MAX'}(created_at)`;
   return (
     `SELECT COUNT(*) AS total, ${count("status = 'COMPLETED'")} AS completed, ` +
     `${count(sweepable(provider))} AS expired, ${count(stuck(provider))} AS stuck, ` +
-    `${first('ASC')} AS oldest, ${first('DESC')} AS newest FROM ${TABLE}`
+    `${first('ASC')} AS oldest, ${first('DESC')} AS newest FROM ${table}`
   );
 }
 
 /** At most `limit` stuck records, oldest first. `limit` is written into the SQL (a validated integer). */
-export function stuckQuery(provider: Provider, limit: number): string {
+export function stuckQuery(provider: Provider, limit: number, table = RECORDS_TABLE): string {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
   return (
-    `SELECT scope, idempotency_key, operation, created_at, locked_until, expires_at FROM ${TABLE} ` +
+    `SELECT scope, idempotency_key, operation, created_at, locked_until, expires_at FROM ${table} ` +
     `WHERE ${stuck(provider)} ORDER BY ${inTimeOrder(provider, 'created_at')} LIMIT ${limit}`
   );
 }

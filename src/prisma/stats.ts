@@ -1,9 +1,10 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
 import { statsQuery, stuckQuery } from './maintenance-sql.js';
+import { adapterSchemaOf, recordsTable } from './records-table.js';
 import { toDate } from './row.js';
 
-/** Counts over `idempotency_records`, as the CLI's `stats` shows them. */
+/** Counts over the records table, as the CLI's `stats` shows them. */
 export interface RecordStats {
   total: number;
   inProgress: number;
@@ -21,6 +22,11 @@ export interface RecordStats {
 export interface StatsOptions {
   /** The database, when it cannot be read off the client. @default the client's generated provider */
   provider?: Provider;
+  /**
+   * The records table, `name` or `schema.name`, as for `prismaStore`.
+   * @default 'idempotency_records', in the client's driver adapter's schema if it has one
+   */
+  table?: string;
 }
 
 /**
@@ -29,7 +35,7 @@ export interface StatsOptions {
  */
 export async function recordStats(prisma: PrismaQueryable, options: StatsOptions = {}): Promise<RecordStats> {
   const provider = options.provider ?? providerOf(prisma);
-  const sql = statsQuery(provider);
+  const sql = statsQuery(provider, recordsTable(provider, options.table, adapterSchemaOf(prisma)));
   const [row = {}] = await standalone(prisma, provider, (client) =>
     client.$queryRawUnsafe<Record<string, unknown>[]>(sql),
   );
@@ -72,7 +78,7 @@ export async function stuckRecords(
 ): Promise<StuckRecord[]> {
   const { limit = 100 } = options;
   const provider = options.provider ?? providerOf(prisma);
-  const sql = stuckQuery(provider, limit);
+  const sql = stuckQuery(provider, limit, recordsTable(provider, options.table, adapterSchemaOf(prisma)));
   const rows = await standalone(prisma, provider, (client) =>
     client.$queryRawUnsafe<Record<string, unknown>[]>(sql),
   );

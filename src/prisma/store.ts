@@ -19,6 +19,7 @@ import {
 } from './client.js';
 import { retryingTransaction, standalone, unavailableOnConnectionError } from './database-errors.js';
 import { recordStatements } from './record-sql.js';
+import { adapterSchemaOf, recordsTable } from './records-table.js';
 import { toDate, toRecord } from './row.js';
 import { type Sql, textFor } from './sql.js';
 
@@ -32,6 +33,12 @@ const MYSQL_KEY_COLUMN = 255;
 export interface PrismaStoreOptions extends ModeDefaults {
   /** The database, when it cannot be read off the client. @default the client's generated provider */
   provider?: Provider;
+  /**
+   * The records table, `name` or `schema.name` (quoted as written). A bare name is looked up in the
+   * driver adapter's schema (`new PrismaPg(…, { schema: 'app' })`), where the client's models go.
+   * @default 'idempotency_records', in the adapter's schema if it has one, else on the search path
+   */
+  table?: string;
   /**
    * Options of the claim's interactive transaction. The timeout must cover the resolver and any
    * wait for a concurrent duplicate (`waitTimeoutMs`).
@@ -58,7 +65,8 @@ export interface PrismaStoreOptions extends ModeDefaults {
 export type PrismaStore<TransactionClient> = Store<TransactionClient>;
 
 /**
- * The store for a Prisma 7 client (any driver adapter): records live in `idempotency_records`.
+ * The store for a Prisma 7 client (any driver adapter): records live in `idempotency_records` (or
+ * `table`), in the schema of the client's driver adapter.
  * Transactional mode claims the key, runs the resolver and stores its result in one interactive
  * transaction, so they commit or roll back together. Lease mode runs each step as one short
  * statement on `prisma` itself, which is also what its resolvers receive as `tx`.
@@ -69,7 +77,10 @@ export function prismaStore<Client extends PrismaClientLike>(
 ): PrismaStore<TransactionClientOf<Client>> {
   type Tx = TransactionClientOf<Client>;
   const provider = options.provider ?? providerOf(prisma);
-  const statements = recordStatements(provider);
+  const statements = recordStatements(
+    provider,
+    recordsTable(provider, options.table, adapterSchemaOf(prisma)),
+  );
   const transactionOptions = { maxWait: 5_000, timeout: 15_000, ...options.transaction };
   const maxRetries = options.maxRetries ?? 3;
   const serializer = options.serializer ?? superjsonSerializer({ Decimal });

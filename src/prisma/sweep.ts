@@ -1,6 +1,7 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
 import { sweepStatement } from './maintenance-sql.js';
+import { adapterSchemaOf, recordsTable } from './records-table.js';
 
 /** Options of `sweepExpired`. */
 export interface SweepOptions {
@@ -16,6 +17,11 @@ export interface SweepOptions {
   signal?: AbortSignal;
   /** The database, when it cannot be read off the client. @default the client's generated provider */
   provider?: Provider;
+  /**
+   * The records table, `name` or `schema.name`, as for `prismaStore`.
+   * @default 'idempotency_records', in the client's driver adapter's schema if it has one
+   */
+  table?: string;
   /** Called after each batch with the running totals (e.g. for a progress line). */
   onBatch?: (progress: SweepProgress) => void;
 }
@@ -39,7 +45,8 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   const { batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY, signal, onBatch } = options;
   if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
   const provider = options.provider ?? providerOf(prisma);
-  const statement = sweepStatement(provider, batchSize);
+  const table = recordsTable(provider, options.table, adapterSchemaOf(prisma));
+  const statement = sweepStatement(provider, batchSize, table);
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
     const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
@@ -55,7 +62,8 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
 }
 
 /** Options of `startSweeper`. */
-export interface SweeperOptions extends Pick<SweepOptions, 'batchSize' | 'maxBatches' | 'provider'> {
+export interface SweeperOptions
+  extends Pick<SweepOptions, 'batchSize' | 'maxBatches' | 'provider' | 'table'> {
   /** Time from the end of one sweep to the start of the next; the first runs after one interval. @default 60_000 */
   intervalMs?: number;
   /** Called with the count each sweep deleted. */

@@ -22,7 +22,7 @@ export interface IdempotencyContext {
    * reads `false`; clients see replays by the `Idempotent-Replayed: true` response header.
    */
   replayed: boolean;
-  /** The sha256 of the procedure path and the validated input, without the key. */
+  /** The sha256 of the procedure path and the input (see `fingerprintInput`), without the key. */
   fingerprint: string;
   /** When the key was claimed. */
   firstSeenAt: Date;
@@ -77,8 +77,12 @@ export type IdempotencyContextOverrides<Tx, TxName extends string = 'tx'> = {
 
 /** What `scope` receives. */
 export interface ScopeOptions<Ctx> {
+  /** The context as the middleware sees it, narrowed by the middlewares before it. */
   ctx: Ctx;
-  /** The validated input, key field included. */
+  /**
+   * The input the fingerprint is taken from, key field included: the validated input, or with
+   * `fingerprintInput: 'raw'` the input as sent.
+   */
   input: unknown;
   /** The procedure path. */
   path: string;
@@ -104,6 +108,17 @@ export interface IdempotencyOptions<Ctx, Tx, TxName extends string = 'tx'>
    */
   inputField?: string;
   /**
+   * Which input the fingerprint hashes. `'validated'`: the input as the `.input()` validators before
+   * the middleware left it (defaults applied, unknown fields stripped), so place the middleware
+   * after every `.input()`. `'raw'`: the input as the client sent it (after the transformer), read
+   * with `getRawInput()`, so the middleware may sit on a base procedure before the routes'
+   * `.input()`: `t.procedure.use(idempotency({ …, fingerprintInput: 'raw' }))`. A raw fingerprint
+   * is stricter, never looser: a retry that spells the same input differently (a default written
+   * out, an extra field) is `IDEMPOTENCY_KEY_MISMATCH` rather than a replay.
+   * @default 'validated'
+   */
+  fingerprintInput?: 'validated' | 'raw';
+  /**
    * Where the request headers are.
    * @default ctx.req.headers (standalone, Node and fetch adapters), else ctx.headers
    */
@@ -122,13 +137,22 @@ export interface IdempotencyOptions<Ctx, Tx, TxName extends string = 'tx'>
   required?: boolean;
 }
 
-/** The middleware `idempotency()` returns, for `.use()`. */
-export type IdempotencyMiddleware<Ctx, Tx, TxName extends string = 'tx'> = TRPCMiddlewareFunction<
-  Ctx,
-  unknown,
-  object,
-  IdempotencyContextOverrides<Tx, TxName>,
-  unknown
+/** What tRPC passes a middleware, with `ctx` as the middlewares before it left the context. */
+type MiddlewareCall<Ctx> = Omit<
+  Parameters<TRPCMiddlewareFunction<object, unknown, object, object, unknown>>[0],
+  'ctx'
+> & { ctx: Ctx };
+
+/**
+ * The middleware `idempotency()` returns, for `.use()`. A function of the context it is called
+ * with, not tRPC's `TRPCMiddlewareFunction<RootContext, …>`: so `.use()` infers `Ctx` as the
+ * context narrowed by the middlewares before it (`ctx.user` non-null after an auth middleware),
+ * and `scope` sees that context.
+ */
+export type IdempotencyMiddleware<Ctx, Tx, TxName extends string = 'tx'> = (
+  opts: MiddlewareCall<Ctx>,
+) => ReturnType<
+  TRPCMiddlewareFunction<object, unknown, object, IdempotencyContextOverrides<Tx, TxName>, unknown>
 >;
 
 /**
@@ -137,6 +161,7 @@ export type IdempotencyMiddleware<Ctx, Tx, TxName extends string = 'tx'> = TRPCM
  *
  * `t.procedure.input(schema).use(idempotency({ store, scope: ({ ctx }) => ctx.user.id })).mutation(…)`
  *
+ * or, with `fingerprintInput: 'raw'`, on a base procedure that routes extend with `.input()`.
  * The resolver gets the store's transaction client as `ctx.tx`: its writes commit with the
  * record, or roll back with it. In lease mode (`mode: 'lease'`, for the middleware, the store or
  * a procedure's `.meta`) `ctx.tx` is the store's plain client instead, and its writes commit on
@@ -144,13 +169,12 @@ export type IdempotencyMiddleware<Ctx, Tx, TxName extends string = 'tx'> = TRPCM
  */
 export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
   options: IdempotencyOptions<Ctx, Tx, TxName>,
-  // Spelled out rather than `IdempotencyMiddleware<…>`: through the alias, TypeScript no longer
-  // infers `Ctx` from the procedure builder, and `scope`'s `ctx` would be `unknown`.
-): TRPCMiddlewareFunction<Ctx, unknown, object, IdempotencyContextOverrides<Tx, TxName>, unknown> {
+): IdempotencyMiddleware<Ctx, Tx, TxName> {
   const {
     scope: scopeOf,
     header = 'Idempotency-Key',
     inputField = 'idempotencyKey',
+    fingerprintInput = 'validated',
     getHeaders = requestHeadersOf,
     txName = 'tx' as TxName,
     required = true,
@@ -159,12 +183,13 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
   type Result = Awaited<ReturnType<IdempotencyMiddleware<Ctx, Tx, TxName>>>;
   const contextOf = (tx: Tx, idempotency: IdempotencyContext | null) =>
     ({ [txName]: tx, idempotency }) as IdempotencyContextOverrides<Tx, TxName>;
+  /** Errors of a misplaced middleware: never stored for replay, whatever `replayErrors` says. */
+  const misplaced = new WeakSet<object>();
+  const { replayErrors } = core;
 
   return async (opts) => {
     if (opts.type !== 'mutation') return opts.next();
-    const { input, path } = opts;
-    // tRPC types it as the user's context overwritten with nothing, which is the user's context.
-    const ctx = opts.ctx as Ctx;
+    const { ctx, path } = opts;
     const policy = (opts.meta as IdempotencyMeta | undefined)?.idempotency;
     let replayed = false;
     /** The resolver's own error, thrown into the store, and tRPC's wrapper of it. */
@@ -179,27 +204,17 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         setResponseHeader(ctx, 'Idempotent-Replayed', 'true');
     };
 
-    if (input === undefined && (await opts.getRawInput()) !== undefined) {
-      throw new TRPCError({
-        code: 'INTERNAL_SERVER_ERROR',
-        message: `idempotency() on "${path}" runs before the input is validated: place .use(idempotency(…)) after .input(…), so the fingerprint hashes the validated input`,
-      });
-    }
-
     try {
-      const { key, fingerprinted, keySource } = await readKey(opts, ctx, {
+      const { key, input, fingerprinted, keySource, headersSeen } = await readKey(opts, ctx, {
         header,
         inputField,
         getHeaders,
+        fingerprintInput,
         keyPolicy: core.keyPolicy,
       });
 
       if (key === undefined) {
-        if (policy?.required ?? required) {
-          throw new IdempotencyKeyMissingError(
-            `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
-          );
-        }
+        if (policy?.required ?? required) throw missingKeyError(path, header, inputField, headersSeen);
         const mode = modeOf(core.store, policy?.mode, core.mode);
         return await runUnrecorded(core.store, mode, async (tx) => {
           const result = await opts.next({ ctx: contextOf(tx, null) });
@@ -213,6 +228,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         {
           ...core,
           errorCodec: core.errorCodec ?? trpcErrorCodec,
+          replayErrors: replayErrors && ((error) => !misplaced.has(error as object) && replayErrors(error)),
           ttlMs: policy?.ttlMs ?? core.ttlMs,
           mode: policy?.mode ?? core.mode,
           leaseMs: policy?.leaseMs ?? core.leaseMs,
@@ -229,19 +245,24 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         },
         async (tx, claim) => {
           const { fingerprint, firstSeenAt } = claim;
-          const downstream = {
-            ctx: contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt }),
-            // A further `.input()` after this middleware would add input the fingerprint did not
-            // cover (a retry with another value would replay): it reads the raw input, and the
-            // call fails here, before the resolver runs and with nothing stored.
-            getRawInput: async (): Promise<never> => {
-              throw new TRPCError({
-                code: 'INTERNAL_SERVER_ERROR',
-                message: `idempotency() on "${path}" runs before the last .input(): place .use(idempotency(…)) after every .input(…), so the fingerprint hashes the whole validated input`,
-              });
-            },
-          };
-          const result = await opts.next(downstream);
+          const context = contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt });
+          const result =
+            fingerprintInput === 'raw'
+              ? await opts.next({ ctx: context })
+              : await opts.next({
+                  ctx: context,
+                  // An `.input()` after this middleware would add input the fingerprint did not
+                  // cover (a retry with another value would replay): it reads the raw input, and
+                  // the call fails here, before the resolver runs and with nothing stored.
+                  getRawInput: async (): Promise<never> => {
+                    const error = new TRPCError({
+                      code: 'INTERNAL_SERVER_ERROR',
+                      message: `idempotency() on "${path}" runs before an .input(): place .use(idempotency(…)) after every .input(…), so the fingerprint hashes the whole validated input, or set fingerprintInput: 'raw' to hash the input as sent (a base procedure that routes extend with .input())`,
+                    });
+                    misplaced.add(error);
+                    throw error;
+                  },
+                } as { ctx: typeof context });
           // tRPC hands back the resolver's error instead of throwing it: throwing it here is
           // what rolls the transaction back. The resolver's own error, not tRPC's wrapper, is
           // what the store retries on (a write conflict) and what `replayErrors` judges.
@@ -265,6 +286,26 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       throw toTRPCError(error);
     }
   };
+}
+
+/**
+ * A missing key. When the context shows no request headers at all, the client may well have sent
+ * the header: `createContext` did not pass the request on, and the message says so.
+ */
+function missingKeyError(
+  path: string,
+  header: string,
+  inputField: string,
+  headersSeen: boolean,
+): IdempotencyKeyMissingError {
+  if (headersSeen) {
+    return new IdempotencyKeyMissingError(
+      `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
+    );
+  }
+  return new IdempotencyKeyMissingError(
+    `"${path}" requires an idempotency key, and idempotency() cannot see the request headers, so a ${header} header would not be read: the context has no req.headers or headers. Pass the request on from createContext, e.g. createContext: ({ req, res, info }) => ({ req, res, info, … }), or set getHeaders; or send the key in the "${inputField}" input field (as server-side callers do)`,
+  );
 }
 
 /**
@@ -294,28 +335,48 @@ async function readKey<Ctx>(
   options: Pick<IdempotencyOptions<Ctx, unknown>, 'keyPolicy'> & {
     header: string;
     inputField: string;
+    fingerprintInput: 'validated' | 'raw';
     getHeaders: (ctx: Ctx) => HeadersLike | undefined;
   },
-): Promise<{ key: string | undefined; fingerprinted: unknown; keySource: 'header' | 'input' }> {
+): Promise<{
+  key: string | undefined;
+  /** The input `scope` sees: the validated input, or the raw one with `fingerprintInput: 'raw'`. */
+  input: unknown;
+  fingerprinted: unknown;
+  keySource: 'header' | 'input';
+  /** Whether the context had request headers to read. */
+  headersSeen: boolean;
+}> {
   const { header, inputField, keyPolicy } = options;
-  const headerKey = parseKeyHeader(headerOf(options.getHeaders(ctx), header), keyPolicy);
+  const headers = options.getHeaders(ctx);
+  const headerKey = parseKeyHeader(headerOf(headers, header), keyPolicy);
   refuseHeaderKeyOnBatch(
     headerKey,
     callsInRequest(ctx, call.batchIndex) > 1,
     header,
     `send the key in each call's "${inputField}" input`,
   );
-  const { input } = call;
   // Both present means both agree (`resolveKey` refuses otherwise): the header is named.
   const keySource = headerKey !== undefined ? 'header' : 'input';
+  const headersSeen = headers !== undefined;
+  const raw = options.fingerprintInput === 'raw';
+  const input = raw ? await call.getRawInput() : call.input;
   if (isRecord(input) && Object.hasOwn(input, inputField)) {
     const { [inputField]: inputKey, ...rest } = input;
-    return { key: resolveKey(headerKey, inputKey, keyPolicy), fingerprinted: rest, keySource };
+    const key = resolveKey(headerKey, inputKey, keyPolicy);
+    return { key, input, fingerprinted: rest, keySource, headersSeen };
   }
-  // A schema that does not declare the field strips it: read it from what the client sent.
-  const raw = await call.getRawInput();
-  const rawKey = isRecord(raw) && Object.hasOwn(raw, inputField) ? raw[inputField] : undefined;
-  return { key: resolveKey(headerKey, rawKey, keyPolicy), fingerprinted: input, keySource };
+  // A schema that does not declare the field strips it, and a procedure without `.input()` has
+  // no validated input at all: read the key from what the client sent.
+  const sent = raw ? input : await call.getRawInput();
+  const sentKey = isRecord(sent) && Object.hasOwn(sent, inputField) ? sent[inputField] : undefined;
+  return {
+    key: resolveKey(headerKey, sentKey, keyPolicy),
+    input,
+    fingerprinted: input,
+    keySource,
+    headersSeen,
+  };
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -12,7 +12,7 @@ import {
   stuckKeys,
   unsweptKeys,
 } from '../helpers/record-states.js';
-import { countRecords, insertRecords, type RecordRow } from '../helpers/records.js';
+import { copyRecordsTable, countRecords, insertRecords, type RecordRow } from '../helpers/records.js';
 import { sqliteTimestampFormats, writeRecordsAs } from '../helpers/sqlite-timestamps.js';
 
 interface Outcome {
@@ -390,5 +390,61 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(code).toBe(0);
     expect(stdout).toMatch(/^Usage: idempotent-mutations/);
     if (command.length) expect(stdout).toContain('--database-url <url>');
+  });
+});
+
+describeEachDatabase('the idempotent-mutations CLI on a records table elsewhere', (shared) => {
+  let isolated: IsolatedDatabase;
+  let prisma: Awaited<ReturnType<typeof connect>>;
+  const { provider } = shared;
+  beforeAll(async () => {
+    isolated = await isolatedDatabase(shared);
+    prisma = await connect(isolated.db);
+    await copyRecordsTable(prisma, provider, 'other_records');
+  });
+  afterAll(async () => {
+    await prisma?.$disconnect();
+    await isolated?.drop();
+  });
+
+  it('counts and sweeps the table --table names', async () => {
+    await insertRecords(
+      prisma,
+      provider,
+      [
+        { scope: 'u', key: 'expired', expiresAt: hourAgo() },
+        { scope: 'u', key: 'live', expiresAt: inAnHour() },
+      ],
+      'other_records',
+    );
+    await insertRecords(prisma, provider, [{ scope: 'u', key: 'elsewhere', expiresAt: hourAgo() }]);
+    const url = isolated.db.url!;
+    const stats = await cli(['stats', '--json', '--table', 'other_records', '--database-url', url]);
+    expect(JSON.parse(stats.stdout)).toMatchObject({ total: 2, expired: 1 });
+    const sweep = await cli(['sweep', '--json', '--table', 'other_records', '--database-url', url]);
+    expect(JSON.parse(sweep.stdout)).toMatchObject({ deleted: 1 });
+    expect(await countRecords(prisma, provider, 'u', 'other_records')).toBe(1);
+    expect(await countRecords(prisma, provider, 'u')).toBe(1);
+  });
+
+  it('names the missing table it was given', async () => {
+    const outcome = await cli(['stats', '--table', 'no_such_records', '--database-url', isolated.db.url!]);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/no_such_records/);
+  });
+
+  it.runIf(provider === 'postgresql')("looks in the URL's ?schema= on PostgreSQL", async () => {
+    await insertRecords(prisma, provider, [{ scope: 's', key: 'expired', expiresAt: hourAgo() }]);
+    // The server's URL, without the isolated database's search path: only ?schema= leads there.
+    const url = `${shared.url}${shared.url!.includes('?') ? '&' : '?'}schema=${isolated.name}`;
+    const stats = await cli(['stats', '--json', '--database-url', url]);
+    expect(stats.code).toBe(0);
+    const [all] = await prisma.$queryRawUnsafe<{ n: unknown }[]>(
+      'SELECT COUNT(*) AS n FROM idempotency_records',
+    );
+    expect(JSON.parse(stats.stdout)).toMatchObject({ total: Number(all!.n) });
+    const swept = await cli(['sweep', '--json', '--database-url', url]);
+    expect(JSON.parse(swept.stdout)).toMatchObject({ deleted: expect.any(Number) });
+    expect(await countRecords(prisma, provider, 's')).toBe(0);
   });
 });

@@ -1,4 +1,4 @@
-import { createTRPCClient, httpLink, retryLink, TRPCClientError } from '@trpc/client';
+import { createTRPCClient, httpBatchLink, httpLink, retryLink, TRPCClientError } from '@trpc/client';
 import superjson from 'superjson';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../examples/shared/fault-proxy.js';
@@ -245,5 +245,47 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect(keys[0]).not.toBe(keys[1]);
     expect(retries.flatMap(inputKeysOf).sort()).toEqual([...keys].sort());
     expect(proxy.requests.map(keyOf)).toEqual(proxy.requests.map(() => undefined));
+  });
+
+  it('in front of a plain httpBatchLink keys a mutation without input by its input, on every retry', async () => {
+    proxy.plan('lose-response');
+    const trpc = createBatchClient(proxy.url, scope);
+    const first = await trpc.payFee.mutate();
+
+    expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([first.id]);
+    const keys = proxy.requests.flatMap(inputKeysOf);
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toMatch(UUID_V4);
+    expect(keys[1]).toBe(keys[0]);
+  });
+
+  it('sends the key in the input and as the header through an httpLink with idempotencyHeaders', async () => {
+    await client().createPayment.mutate(pay);
+    const [request] = proxy.requests;
+    expect(inputKeysOf({ ...request!, body: `{"0":${request!.body}}` })).toEqual([keyOf(request!)]);
+  });
+
+  it("with sendKeyIn: 'header' in front of a link that does not send it, says the key was never sent", async () => {
+    const trpc = createTRPCClient<PaymentsRouter>({
+      links: [
+        idempotencyLink({ sendKeyIn: 'header' }),
+        httpBatchLink({
+          url: proxy.url,
+          transformer: superjson,
+          headers: { authorization: `Bearer ${scope}` },
+        }),
+      ],
+    });
+    const error = await trpc.createPayment.mutate(pay).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TRPCClientError);
+    const { message, data } = error as TRPCClientError<PaymentsRouter>;
+    expect(message).toMatch(
+      /^idempotencyLink gave this mutation the key "[0-9a-f-]{36}", but it was never sent/,
+    );
+    expect(message).toContain('httpLink({ headers: idempotencyHeaders })');
+    expect(data?.idempotencyCode).toBe('IDEMPOTENCY_KEY_MISSING');
+    expect(proxy.requests).toHaveLength(1);
+    expect(await backend.paymentsOf(scope)).toHaveLength(0);
   });
 });

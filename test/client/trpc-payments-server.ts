@@ -14,18 +14,21 @@ const t = initTRPC
 
 /** A tRPC router whose `createPayment` goes through the library's `idempotency()` middleware. */
 export function paymentsRouter(backend: PaymentsBackend) {
+  const idempotent = idempotency({
+    store: backend.store,
+    scope: ({ ctx }: { ctx: Context }) => ctx.userId,
+    waitTimeoutMs: WAIT_TIMEOUT_MS,
+    retryAfterMs: 1_000,
+  });
   return t.router({
     createPayment: t.procedure
       .input(z.object({ amount: z.string(), currency: z.string() }))
-      .use(
-        idempotency({
-          store: backend.store,
-          scope: ({ ctx }) => ctx.userId,
-          waitTimeoutMs: WAIT_TIMEOUT_MS,
-          retryAfterMs: 1_000,
-        }),
-      )
+      .use(idempotent)
       .mutation(({ ctx, input }) => backend.writePayment(ctx.tx, ctx.userId, input)),
+    /** A mutation without input: its key travels as the header or as the input `{ idempotencyKey }`. */
+    payFee: t.procedure
+      .use(idempotent)
+      .mutation(({ ctx }) => backend.writePayment(ctx.tx, ctx.userId, { amount: '1.00', currency: 'EUR' })),
     paymentCount: t.procedure.query(({ ctx }) =>
       backend.prisma.payment.count({ where: { userId: ctx.userId } }),
     ),

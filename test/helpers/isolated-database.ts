@@ -12,6 +12,8 @@ interface RawAdapter {
 /** A migrated database of its own, and how to drop it. */
 export interface IsolatedDatabase {
   db: TestDatabase;
+  /** The PostgreSQL schema, MariaDB database or SQLite file name (without `.db`) it lives in. */
+  name: string;
   drop(): Promise<void>;
 }
 
@@ -27,7 +29,7 @@ export async function isolatedDatabase(db: TestDatabase): Promise<IsolatedDataba
     const file = `.tmp/${name}.db`;
     const isolated = { ...db, url: `file:${file}` };
     await migrate(isolated.url);
-    return { db: isolated, drop: () => rm(file, { force: true }) };
+    return { db: isolated, name, drop: () => rm(file, { force: true }) };
   }
   const run = async (sql: string) => {
     const adapter = (await (await adapterForUrl(db.url!)).connect()) as RawAdapter;
@@ -50,6 +52,7 @@ export async function isolatedDatabase(db: TestDatabase): Promise<IsolatedDataba
   await migrate(url);
   return {
     db: { ...db, url },
+    name,
     drop: () => run(db.provider === 'postgresql' ? `DROP SCHEMA ${name} CASCADE` : `DROP DATABASE ${name}`),
   };
 }

@@ -26,13 +26,15 @@ const COLUMNS = [
 ];
 
 /**
- * Inserts records straight into `idempotency_records` with one multi-row INSERT per 2,000 rows
- * (11 parameters a row stays under every database's parameter limit), not one round trip a row.
+ * Inserts records straight into `idempotency_records` (or `table`, as SQL) with one multi-row
+ * INSERT per 2,000 rows (11 parameters a row stays under every database's parameter limit), not one
+ * round trip a row.
  */
 export async function insertRecords(
   prisma: PrismaQueryable,
   provider: 'sqlite' | 'postgresql' | 'mysql',
   rows: RecordRow[],
+  table = 'idempotency_records',
 ): Promise<void> {
   for (let start = 0; start < rows.length; start += 2_000) {
     const chunk = rows.slice(start, start + 2_000);
@@ -57,21 +59,40 @@ export async function insertRecords(
       ];
     });
     await prisma.$executeRawUnsafe(
-      `INSERT INTO idempotency_records (${COLUMNS.join(', ')}) VALUES ${tuples.join(', ')}`,
+      `INSERT INTO ${table} (${COLUMNS.join(', ')}) VALUES ${tuples.join(', ')}`,
       ...values,
     );
   }
 }
 
-/** How many records a scope has. */
+/** How many records a scope has (in `idempotency_records`, or `table` as SQL). */
 export async function countRecords(
   prisma: PrismaQueryable,
   provider: 'sqlite' | 'postgresql' | 'mysql',
   scope: string,
+  table = 'idempotency_records',
 ): Promise<number> {
   const rows = await prisma.$queryRawUnsafe<{ n: unknown }[]>(
-    `SELECT COUNT(*) AS n FROM idempotency_records WHERE scope = ${provider === 'postgresql' ? '$1' : '?'}`,
+    `SELECT COUNT(*) AS n FROM ${table} WHERE scope = ${provider === 'postgresql' ? '$1' : '?'}`,
     scope,
   );
   return Number(rows[0]?.n);
+}
+
+/** An empty copy of `idempotency_records`, with its keys and indexes, under `name`. */
+export async function copyRecordsTable(
+  prisma: PrismaQueryable,
+  provider: 'sqlite' | 'postgresql' | 'mysql',
+  name: string,
+): Promise<void> {
+  if (provider === 'postgresql') {
+    await prisma.$executeRawUnsafe(`CREATE TABLE ${name} (LIKE idempotency_records INCLUDING ALL)`);
+  } else if (provider === 'mysql') {
+    await prisma.$executeRawUnsafe(`CREATE TABLE ${name} LIKE idempotency_records`);
+  } else {
+    const ddl = await prisma.$queryRawUnsafe<{ sql: string }[]>(
+      "SELECT sql FROM sqlite_master WHERE tbl_name = 'idempotency_records' AND sql IS NOT NULL",
+    );
+    for (const { sql } of ddl) await prisma.$executeRawUnsafe(sql.replaceAll('idempotency_records', name));
+  }
 }

@@ -1,15 +1,8 @@
 import { afterAll, beforeAll } from 'vitest';
 import { type PrismaStore, prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachDatabase } from '../helpers/databases.js';
+import { recordTravel } from '../helpers/record-travel.js';
 import { runStoreConformance } from '../helpers/store-conformance.js';
-
-/** SQL that moves a timestamp column `?` milliseconds into the past, per database. */
-const earlier = {
-  sqlite: (column: string) =>
-    `strftime('%Y-%m-%dT%H:%M:%f+00:00', ${column}, printf('%+.3f seconds', -? / 1000.0))`,
-  postgresql: (column: string) => `${column} - CAST(? AS bigint) * interval '1 millisecond'`,
-  mysql: (column: string) => `${column} - INTERVAL (? * 1000) MICROSECOND`,
-};
 
 describeEachDatabase('prismaStore', (db) => {
   let prisma: Awaited<ReturnType<typeof connect>>;
@@ -18,22 +11,9 @@ describeEachDatabase('prismaStore', (db) => {
   });
   afterAll(() => prisma?.$disconnect());
 
-  /**
-   * Time passing for one scope's records, as the database sees it: every stored time moves back
-   * by `ms`, which is what the database's clock moving forward by `ms` means to them.
-   */
-  async function travel(scope: string, ms: number): Promise<void> {
-    const shift = earlier[db.provider];
-    const columns = ['created_at', 'completed_at', 'expires_at', 'locked_until'];
-    const set = columns.map((column) => `${column} = ${shift(column)}`).join(', ');
-    let sql = `UPDATE idempotency_records SET ${set} WHERE scope = ?`;
-    if (db.provider === 'postgresql') {
-      let n = 0;
-      sql = sql.replace(/\?/g, () => `$${++n}`);
-    }
-    await prisma.$executeRawUnsafe(sql, ...columns.map(() => ms), scope);
-  }
-
   // A store a call: each plays another server on the same database.
-  runStoreConformance(db.name, () => ({ store: () => prismaStore(prisma) as PrismaStore<unknown>, travel }));
+  runStoreConformance(db.name, () => ({
+    store: () => prismaStore(prisma) as PrismaStore<unknown>,
+    travel: recordTravel(prisma, db.provider),
+  }));
 });

@@ -311,8 +311,22 @@ describe('idempotency() through createCaller', () => {
     const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
     const error = await rejectionOf(caller.early({ amount: '1' }));
     expect(error.code).toBe('INTERNAL_SERVER_ERROR');
-    expect(error.message).toMatch(/after \.input\(/);
+    expect(error.message).toMatch(/after every \.input\(/);
+    expect(error.message).toContain("fingerprintInput: 'raw'");
     expect(runs).toBe(0);
+  });
+
+  it('never stores the placement error for replay, even when replayErrors accepts every error', async () => {
+    const store = memoryStore();
+    const router = t.router({
+      early: t.procedure
+        .use(idempotency({ store, scope: ({ ctx }) => ctx.user.id, mode: 'lease', replayErrors: () => true }))
+        .input(payment)
+        .mutation(() => 'ran'),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    expect((await rejectionOf(caller.early({ amount: '1' }))).code).toBe('INTERNAL_SERVER_ERROR');
+    expect(await store.find('u', 'k')).toBeNull();
   });
 
   it('refuses to run before a later .input(), whose fields the fingerprint would miss, and keeps nothing', async () => {
@@ -336,7 +350,7 @@ describe('idempotency() through createCaller', () => {
     const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
     const error = await rejectionOf(caller.pay({ orgId: 'o1', amount: 10 }));
     expect(error.code).toBe('INTERNAL_SERVER_ERROR');
-    expect(error.message).toMatch(/before the last \.input\(\)/);
+    expect(error.message).toMatch(/runs before an \.input\(\)/);
     expect(runs).toBe(0);
     expect(await store.find('u', 'k')).toBeNull();
 
@@ -355,6 +369,25 @@ describe('idempotency() through createCaller', () => {
     const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
     expect(await caller.ping()).toBe(1);
     expect(await caller.ping()).toBe(1);
+  });
+
+  it('takes the key from the input of a mutation without .input(), fingerprinting no input', async () => {
+    let runs = 0;
+    const store = memoryStore();
+    const router = t.router({
+      ping: t.procedure.use(idempotency({ store, scope: ({ ctx }) => ctx.user.id })).mutation(() => ++runs),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' } });
+    const ping = caller.ping as unknown as (input: object) => Promise<number>;
+    expect(await ping({ idempotencyKey: 'k' })).toBe(1);
+    expect(await ping({ idempotencyKey: 'k' })).toBe(1);
+    // The header carries the same call: the procedure has no input to tell them apart.
+    const viaHeader = t.createCallerFactory(router)({
+      user: { id: 'u' },
+      headers: { 'idempotency-key': 'k' },
+    });
+    expect(await viaHeader.ping()).toBe(1);
+    expect(runs).toBe(1);
   });
 
   it('rejects the same key with another input as UNPROCESSABLE_CONTENT / IDEMPOTENCY_KEY_MISMATCH', async () => {
@@ -707,5 +740,41 @@ describe('idempotency() types', () => {
       // @ts-expect-error `name` is not on the user
       idempotency({ store, scope: ({ ctx }) => ctx.user.name }),
     );
+  });
+
+  it('gives scope the context narrowed by the middlewares before it', async () => {
+    const store = memoryStore();
+    const root = initTRPC.context<{ user: { id: string } | null }>().create();
+    const protectedProcedure = root.procedure.use(({ ctx, next }) => {
+      if (!ctx.user) throw new TRPCError({ code: 'UNAUTHORIZED' });
+      return next({ ctx: { user: ctx.user } });
+    });
+    const scopes: string[] = [];
+    const pay = protectedProcedure
+      .input(payment)
+      .use(
+        idempotency({
+          store,
+          scope: ({ ctx }) => {
+            expectTypeOf(ctx.user).toEqualTypeOf<{ id: string }>();
+            scopes.push(ctx.user.id);
+            return ctx.user.id;
+          },
+        }),
+      )
+      .mutation(({ ctx }) => {
+        expectTypeOf(ctx.user).toEqualTypeOf<{ id: string }>();
+        expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext | null>();
+        return ctx.user.id;
+      });
+    // Before the narrowing, `ctx.user` may still be null.
+    root.procedure.input(payment).use(
+      // @ts-expect-error 'ctx.user' is possibly 'null'
+      idempotency({ store, scope: ({ ctx }) => ctx.user.id }),
+    );
+    const caller = root.createCallerFactory(root.router({ pay }))({ user: { id: 'alice' } });
+    await expect(caller.pay({ amount: '1', idempotencyKey: 'k' } as never)).resolves.toBe('alice');
+    expect(scopes).toEqual(['alice']);
+    expect(await store.find('alice', 'k')).toMatchObject({ status: 'COMPLETED' });
   });
 });

@@ -11,18 +11,18 @@ export function createClient(url: string, token: string) {
       httpLink({
         url,
         transformer: superjson,
-        // The link puts the key in the operation's context; this sends it as `Idempotency-Key`.
+        // The key goes in the input, and this sends it as the `Idempotency-Key` header too.
         headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${token}` }),
       }),
     ],
   });
 }
 
-/** With batching, calls share one set of headers: the key travels in each input instead. */
+/** With batching, calls share one set of headers: each key travels in its call's input. */
 export function createBatchClient(url: string, token: string) {
   return createTRPCClient<AppRouter>({
     links: [
-      idempotencyLink({ sendKeyIn: 'input' }), // as `idempotencyKey`, next to the input's fields
+      idempotencyLink(), // the key goes in the input as `idempotencyKey` (sendKeyIn: 'input')
       httpBatchLink({ url, transformer: superjson, headers: { authorization: `Bearer ${token}` } }),
     ],
   });

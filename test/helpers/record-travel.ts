@@ -1,0 +1,33 @@
+import type { PrismaQueryable } from '../../src/prisma/client.js';
+import type { TestDatabase } from './databases.js';
+
+/** SQL that moves a timestamp column `?` milliseconds into the past, per database. */
+const earlier = {
+  sqlite: (column: string) =>
+    `strftime('%Y-%m-%dT%H:%M:%f+00:00', ${column}, printf('%+.3f seconds', -? / 1000.0))`,
+  postgresql: (column: string) => `${column} - CAST(? AS bigint) * interval '1 millisecond'`,
+  mysql: (column: string) => `${column} - INTERVAL (? * 1000) MICROSECOND`,
+};
+
+/**
+ * Time passing for one scope's records in `table` (SQL), as the database sees it: every stored
+ * time moves back by `ms`, which is what the database's clock moving forward by `ms` means to them.
+ * The conformance suite's `travel`.
+ */
+export function recordTravel(
+  prisma: PrismaQueryable,
+  provider: TestDatabase['provider'],
+  table = 'idempotency_records',
+) {
+  return async (scope: string, ms: number): Promise<void> => {
+    const shift = earlier[provider];
+    const columns = ['created_at', 'completed_at', 'expires_at', 'locked_until'];
+    const set = columns.map((column) => `${column} = ${shift(column)}`).join(', ');
+    let sql = `UPDATE ${table} SET ${set} WHERE scope = ?`;
+    if (provider === 'postgresql') {
+      let n = 0;
+      sql = sql.replace(/\?/g, () => `$${++n}`);
+    }
+    await prisma.$executeRawUnsafe(sql, ...columns.map(() => ms), scope);
+  };
+}
