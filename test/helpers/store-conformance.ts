@@ -275,7 +275,8 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
         await expect(waiting).resolves.toMatchObject({ value: 'done', replayed: true });
         expect(duplicate).not.toHaveBeenCalled();
-        expect(types()).toEqual(['claimed', 'completed', 'replayed']);
+        // The replay may read the committed result before the first call reports its completion.
+        expect(types().sort()).toEqual(['claimed', 'completed', 'replayed']);
       });
 
       it('never lets a caller whose clock is ahead take over a lease that is still running', async () => {
