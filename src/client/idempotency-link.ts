@@ -12,7 +12,7 @@ export interface IdempotencyLinkOptions {
    * `idempotencyHeaders` on the terminating link writes it.
    * @default 'Idempotency-Key'
    */
-  header?: string;
+  header?: string | undefined;
   /**
    * Where the key is sent. `'header'`: as the `header` above, which needs
    * `headers: idempotencyHeaders` on an `httpLink` (one call per request). `'input'`: also as a field
@@ -20,25 +20,25 @@ export interface IdempotencyLinkOptions {
    * mutation whose input is not a plain object then has only the header to carry its key.
    * @default 'header'
    */
-  sendKeyIn?: 'header' | 'input';
+  sendKeyIn?: 'header' | 'input' | undefined;
   /**
    * The input field the key is written to (with `sendKeyIn: 'input'`) and read from when the
    * caller already put one there.
    * @default 'idempotencyKey'
    */
-  inputField?: string;
+  inputField?: string | undefined;
   /**
    * Makes the key of a new logical mutation.
    * @default () => crypto.randomUUID()
    */
-  generateKey?: () => string;
+  generateKey?: (() => string) | undefined;
   /** How failed attempts are retried. @default { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } */
-  retry?: RetryOptions;
+  retry?: RetryOptions | undefined;
   /**
    * `trace` from `@opentelemetry/api`: each retry sets `http.request.resend_count` on the span
    * active when it is sent. @default undefined (nothing recorded)
    */
-  trace?: ActiveSpanSource;
+  trace?: ActiveSpanSource | undefined;
 }
 
 /**

@@ -5,7 +5,7 @@ export interface LocalCacheOptions {
   /** How many completed records to keep (least recently used go first). */
   max: number;
   /** A monotonic clock in milliseconds. @default performance.now */
-  clock?: () => number;
+  clock?: (() => number) | undefined;
 }
 
 /**

@@ -40,7 +40,7 @@ export interface AdapterForUrlOptions {
    * PostgreSQL: how long to wait for a connection (to connect, or for a free one in the pool) when
    * the URL has no `connect_timeout`. @default no limit, as in `pg`
    */
-  connectTimeoutMs?: number;
+  connectTimeoutMs?: number | undefined;
 }
 
 /**

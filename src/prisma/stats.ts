@@ -20,7 +20,7 @@ export interface RecordStats {
 /** Options of `recordStats` and `stuckRecords`. */
 export interface StatsOptions {
   /** The database, when it cannot be read off the client. @default the client's generated provider */
-  provider?: Provider;
+  provider?: Provider | undefined;
 }
 
 /**
@@ -67,7 +67,7 @@ export async function stuckRecords(
   prisma: PrismaQueryable,
   options: StatsOptions & {
     /** @default 100 */
-    limit?: number;
+    limit?: number | undefined;
   } = {},
 ): Promise<StuckRecord[]> {
   const { limit = 100 } = options;
