@@ -3,14 +3,23 @@
  * The `idempotent-mutations` command: `sweep`, `stats` and `stuck` against the database of a URL.
  * It needs no generated Prisma client: it talks to the driver adapter the URL's scheme picks.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { IdempotencyStoreUnavailableError } from '../core/errors.js';
 import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.js';
 import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
 import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
+import {
+  applyMigrations,
+  type MigrationTarget,
+  readMigrations,
+  shippedMigrationsFolder,
+  shippedPrismaFolder,
+} from '../prisma/migrations.js';
+import { redactSecretsOf } from '../prisma/redact.js';
 import { recordStats, stuckRecords } from '../prisma/stats.js';
 import { type SweepProgress, sweepExpired } from '../prisma/sweep.js';
 
@@ -23,7 +32,7 @@ interface DatabaseOptions {
 }
 
 const program = new Command('idempotent-mutations')
-  .description('Maintain the idempotency_records table of idempotent-mutations.')
+  .description('Create and maintain the idempotency_records table of idempotent-mutations.')
   .version(version)
   .showHelpAfterError('(add --help for usage)')
   .addHelpText(
@@ -31,6 +40,50 @@ const program = new Command('idempotent-mutations')
     '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, cockroachdb://… (CockroachDB), mysql://… or mariadb://….\n' +
       "Expiry and leases are judged by the database's clock, not this machine's.",
   );
+
+withDatabaseOptions(
+  program
+    .command('migrate')
+    .description(
+      "Create the table: apply the package's SQL migrations for the URL's database that it has not recorded yet (in _prisma_migrations, as prisma migrate does). Needs no Prisma schema engine.",
+    )
+    .option('--print', 'print the SQL instead of applying it (no connection is made)')
+    .addOption(
+      new Option('--provider <provider>', 'with --print and no URL: the SQL of this provider').choices([
+        'postgresql',
+        'cockroachdb',
+        'mysql',
+        'sqlite',
+      ]),
+    ),
+).action(async (options: DatabaseOptions & { print?: boolean; provider?: Provider }) => {
+  if (options.print) {
+    try {
+      const url = options.databaseUrl;
+      const provider = options.provider ?? (url ? providerOfUrl(url) : undefined);
+      if (!provider)
+        throw new Error('no database URL: pass --database-url, set DATABASE_URL or pass --provider');
+      const migrations = await readMigrations(shippedMigrationsFolder(provider));
+      return print(migrations.map(({ name, sql }) => `-- ${name}\n${sql.trimEnd()}\n`).join('\n'));
+    } catch (error) {
+      process.stderr.write(`idempotent-mutations: ${describe(error, options.databaseUrl)}\n`);
+      process.exitCode = 1;
+      return;
+    }
+  }
+  await withDatabase(
+    options,
+    async (_db, provider, adapter) => {
+      const migrations = await readMigrations(shippedMigrationsFolder(provider));
+      const applied = await applyMigrations(adapter, provider, migrations);
+      if (options.json) return print({ applied });
+      print(
+        applied.length ? `Applied ${applied.join(', ')}.` : 'Up to date: every migration was applied before.',
+      );
+    },
+    { createSqliteFile: true },
+  );
+});
 
 withDatabaseOptions(
   program
@@ -144,22 +197,28 @@ function withDatabaseOptions(command: Command): Command {
 /** Connects to the URL's database, runs `work`, disconnects; any failure becomes one line and exit 1. */
 async function withDatabase(
   options: DatabaseOptions,
-  work: (db: PrismaQueryable, provider: Provider) => Promise<void>,
+  work: (
+    db: PrismaQueryable,
+    provider: Provider,
+    adapter: SqlDriverAdapterLike & MigrationTarget,
+  ) => Promise<void>,
+  { createSqliteFile = false } = {},
 ): Promise<void> {
   const url = options.databaseUrl;
   try {
     if (!url) throw new Error('no database URL: pass --database-url or set DATABASE_URL');
     const provider = providerOfUrl(url);
     if (provider === 'sqlite') {
-      // better-sqlite3 would create a missing file and then report a missing table.
       const file = url.replace(/^(file|sqlite):(\/\/)?/i, '').replace(/\?.*$/, '');
-      if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
+      // better-sqlite3 would create a missing file and then report a missing table.
+      if (createSqliteFile) mkdirSync(dirname(file), { recursive: true });
+      else if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
     }
     // pg alone would wait forever for a server that accepts and never answers.
     const factory = await adapterForUrl(url, { connectTimeoutMs: 10_000 });
-    const adapter = (await factory.connect()) as SqlDriverAdapterLike;
+    const adapter = (await factory.connect()) as SqlDriverAdapterLike & MigrationTarget;
     try {
-      await work(queryableOf(adapter), provider);
+      await work(queryableOf(adapter), provider, adapter);
     } finally {
       await adapter.dispose().catch(() => undefined);
     }
@@ -169,14 +228,23 @@ async function withDatabase(
   }
 }
 
-/** One line saying what went wrong, without the password. */
+/** One line saying what went wrong, without any credential of the URL. */
 function describe(error: unknown, url: string | undefined): string {
+  const line = explain(error, url);
+  return url ? redactSecretsOf(url, line) : line;
+}
+
+function explain(error: unknown, url: string | undefined): string {
   const text = innermostMessage(error);
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
   if (/idempotency_records/.test(text) && /exist|no such table/i.test(text)) {
-    return `${text} (apply the migrations in prisma/<provider>/migrations first)`;
+    // The folder of the package as installed (node_modules/idempotent-mutations/prisma/…).
+    const folder = url
+      ? shippedMigrationsFolder(providerOfUrl(url))
+      : `${shippedPrismaFolder}<provider>/migrations/`;
+    return `${text} (create the table: idempotent-mutations migrate, or apply the migrations in ${folder})`;
   }
   return text;
 }
