@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { IdempotencyStoreUnavailableError } from '../core/errors.js';
 import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.js';
@@ -14,6 +14,7 @@ import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
 import {
   applyMigrations,
+  type Migration,
   type MigrationTarget,
   readMigrations,
   shippedMigrationsFolder,
@@ -48,6 +49,10 @@ withDatabaseOptions(
       "Create the table: apply the package's SQL migrations for the URL's database that it has not recorded yet (in _prisma_migrations, as prisma migrate does). Needs no Prisma schema engine.",
     )
     .option('--print', 'print the SQL instead of applying it (no connection is made)')
+    .option(
+      '--migrations <folder>',
+      "also your app's own migrations, laid out as prisma migrate does (<folder>/<name>/migration.sql), in name order with the package's",
+    )
     .addOption(
       new Option('--provider <provider>', 'with --print and no URL: the SQL of this provider').choices([
         'postgresql',
@@ -56,14 +61,14 @@ withDatabaseOptions(
         'sqlite',
       ]),
     ),
-).action(async (options: DatabaseOptions & { print?: boolean; provider?: Provider }) => {
+).action(async (options: DatabaseOptions & { print?: boolean; provider?: Provider; migrations?: string }) => {
   if (options.print) {
     try {
       const url = options.databaseUrl;
       const provider = options.provider ?? (url ? providerOfUrl(url) : undefined);
       if (!provider)
         throw new Error('no database URL: pass --database-url, set DATABASE_URL or pass --provider');
-      const migrations = await readMigrations(shippedMigrationsFolder(provider));
+      const migrations = await migrationsToApply(provider, options.migrations);
       return print(migrations.map(({ name, sql }) => `-- ${name}\n${sql.trimEnd()}\n`).join('\n'));
     } catch (error) {
       process.stderr.write(`idempotent-mutations: ${describe(error, options.databaseUrl)}\n`);
@@ -74,7 +79,7 @@ withDatabaseOptions(
   await withDatabase(
     options,
     async (_db, provider, adapter) => {
-      const migrations = await readMigrations(shippedMigrationsFolder(provider));
+      const migrations = await migrationsToApply(provider, options.migrations);
       const applied = await applyMigrations(adapter, provider, migrations);
       if (options.json) return print({ applied });
       print(
@@ -183,6 +188,17 @@ withDatabaseOptions(
     );
   }),
 );
+
+/** The package's migrations for the provider, and those of `folder` (the app's own), in name order. */
+async function migrationsToApply(provider: Provider, folder: string | undefined): Promise<Migration[]> {
+  const shipped = await readMigrations(shippedMigrationsFolder(provider));
+  const own = folder ? await readMigrations(`${resolve(folder)}/`) : [];
+  // The package's own folder copied into the app's migrations (the prisma migrate way) counts once.
+  const names = new Set(shipped.map((migration) => migration.name));
+  return [...shipped, ...own.filter((migration) => !names.has(migration.name))].sort((a, b) =>
+    a.name.localeCompare(b.name),
+  );
+}
 
 function withDatabaseOptions(command: Command): Command {
   return command
