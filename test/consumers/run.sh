@@ -19,7 +19,7 @@ postgres="${TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}"
 export DATABASE_URL="${postgres%%\?*}_consumer"
 tsc() { node "$root/node_modules/typescript/bin/tsc" "$@"; }
 install() { npm install --prefer-offline --no-audit --no-fund --loglevel=error "$@"; }
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (at %ss)\n' "$*" "$SECONDS"; }
 
 cd "$root"
 step "npm pack"
@@ -75,3 +75,5 @@ step "commonjs"
 cd "$work/commonjs"
 tsc -p .
 node smoke.cjs
+
+step "done"
