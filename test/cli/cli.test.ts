@@ -448,11 +448,25 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(readdirSync(folder!)).toEqual(['20261121000000_idempotency_records', 'migration_lock.toml']);
   });
 
-  it('creates a missing SQLite file with migrate, and prints the SQL with --print', async () => {
+  it('creates a missing SQLite file with migrate, applies an app’s own migrations too, and prints the SQL with --print', async () => {
     await rm('.tmp/cli-migrate/new.db', { force: true });
     const outcome = await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/new.db']);
     expect(outcome).toEqual({ code: 0, stdout: 'Applied 20261121000000_idempotency_records.\n', stderr: '' });
     expect((await cli(['stats', '--json', '--database-url', 'file:.tmp/cli-migrate/new.db'])).code).toBe(0);
+
+    // An app's own migrations come along with --migrations, in name order with the package's.
+    await rm('.tmp/cli-migrate/app.db', { force: true });
+    const withOwn = await cli([
+      'migrate',
+      '--json',
+      '--database-url',
+      'file:.tmp/cli-migrate/app.db',
+      '--migrations',
+      'examples/prisma/sqlite/migrations',
+    ]);
+    expect(JSON.parse(withOwn.stdout)).toEqual({
+      applied: ['20261121000000_idempotency_records', '20261121000001_example_tables'],
+    });
 
     const printed = await cli(['migrate', '--print', '--provider', 'mysql']);
     expect(printed.code).toBe(0);

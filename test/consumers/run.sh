@@ -60,6 +60,12 @@ node --input-type=module -e "
   await client.query('DROP DATABASE IF EXISTS \"' + name + '\"');
   await client.query('CREATE DATABASE \"' + name + '\"');
   await client.end();"
+# Before the table exists, the CLI's hint names the migrations inside the installed package.
+hint="$(npx idempotent-mutations stats --database-url "$DATABASE_URL" 2>&1 || true)"
+case "$hint" in
+  *"$PWD/node_modules/idempotent-mutations/prisma/postgresql/migrations/"*) echo "hint: ${hint##*idempotent-mutations: }" ;;
+  *) echo "$hint" >&2; echo "the missing-table hint does not name the installed package's migrations" >&2; exit 1 ;;
+esac
 npx idempotent-mutations migrate --database-url "$DATABASE_URL" --migrations prisma/migrations
 tsc -p .
 npx tsx src/main.ts
