@@ -25,6 +25,59 @@ describe('README', () => {
     );
   });
 
+  /**
+   * Names a pasted sample cannot run without: each block that uses one imports or declares it.
+   * (`authenticate` is the app's own: a sample that calls it defines it.)
+   */
+  const needed = [
+    'Decimal',
+    'IdempotencyEvent',
+    'PrismaClient',
+    'Prisma',
+    'createHTTPServer',
+    'createYoga',
+    'PrismaPg',
+    'PrismaBetterSqlite3',
+    'PrismaMariaDb',
+    'superjson',
+    'z',
+    'initTRPC',
+    'TRPCError',
+    'idempotency',
+    'useIdempotency',
+    'prismaStore',
+    'runIdempotent',
+    'idempotentFetch',
+    'idempotencyLink',
+    'authenticate',
+  ];
+  it.each(blocks.filter((b) => b.file && b.language === 'ts').map((b) => [b.file!, b.code]))(
+    'shows the imports %s needs',
+    (_, code) => {
+      const declared = new Set<string>();
+      for (const [, names] of code.matchAll(/^import\s+(?:type\s+)?([\s\S]*?)\s+from\s+'[^']+';/gm)) {
+        for (const name of names!.replace(/[{}]/g, ' ').split(/[\s,]+/)) {
+          if (name && name !== 'type' && name !== 'as') declared.add(name);
+        }
+      }
+      for (const [, name] of code.matchAll(/\b(?:function|const|let|class|interface|type)\s+(\w+)/g)) {
+        declared.add(name!);
+      }
+      // Uses outside import lines, comments and strings.
+      const body = code
+        .replace(/^import[\s\S]*?;$/gm, '')
+        .replace(/\/\/.*$/gm, '')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/`[^`]*`|'[^']*'/g, "''");
+      const used = needed.filter((name) => new RegExp(`(?<![.\\w])${name}\\b`).test(body));
+      expect(used.filter((name) => !declared.has(name))).toEqual([]);
+    },
+  );
+
+  it("shows no import of this repository's sources: samples import the package by name", () => {
+    expect(blocks.filter((b) => /from '(\.\.\/)+src\//.test(b.code)).map((b) => b.file)).toEqual([]);
+  });
+
   it.each(blocks.filter((b) => b.file).map((b) => [b.file!, b.code]))(
     'shows %s exactly as it runs',
     (file, code) => {

@@ -9,7 +9,6 @@ import superjson from 'superjson';
 import { z } from 'zod';
 import type { PrismaClient } from '../../generated/sqlite/client.js';
 
-// #region readme
 // Dates and Prisma Decimals cross the wire intact (register the same on the client).
 superjson.registerCustom<Decimal, string>(
   {
@@ -73,9 +72,11 @@ export function createServer(prisma: PrismaClient, options?: AppOptions) {
     createContext: async ({ req, res, info }) => ({ req, res, info, user: await authenticate(req) }),
   });
 }
-// #endregion readme
 
-/** The tests' stand-in for authentication: the user id is whatever `X-User-Id` says. */
+/**
+ * A stand-in for authentication, which the tests use: the user id is whatever `X-User-Id` says.
+ * Replace it with your own (a session cookie, a verified JWT, …).
+ */
 export async function authenticate(req: {
   headers: IncomingHttpHeaders | Headers;
 }): Promise<Context['user']> {

@@ -4,7 +4,6 @@ import { idempotentDirectiveTypeDefs, useIdempotency } from 'idempotent-mutation
 import { prismaStore } from 'idempotent-mutations/prisma';
 import { Prisma, type PrismaClient } from '../../generated/sqlite/client.js';
 
-// #region readme
 interface Context extends YogaInitialContext {
   userId: string;
   /** The claim's transaction: writes through it commit together with the idempotency record. */
@@ -65,4 +64,3 @@ export function createOrderServer(
     ],
   });
 }
-// #endregion readme

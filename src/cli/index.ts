@@ -3,15 +3,25 @@
  * The `idempotent-mutations` command: `sweep`, `stats` and `stuck` against the database of a URL.
  * It needs no generated Prisma client: it talks to the driver adapter the URL's scheme picks.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { IdempotencyStoreUnavailableError } from '../core/errors.js';
 import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.js';
 import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
 import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
+import {
+  applyMigrations,
+  type Migration,
+  type MigrationTarget,
+  readMigrations,
+  shippedMigrationsFolder,
+  shippedPrismaFolder,
+} from '../prisma/migrations.js';
 import { connectedSchemaOf, RECORDS_TABLE } from '../prisma/records-table.js';
+import { redactSecretsOf } from '../prisma/redact.js';
 import { recordStats, stuckRecords } from '../prisma/stats.js';
 import { type SweepProgress, sweepExpired } from '../prisma/sweep.js';
 
@@ -30,10 +40,12 @@ interface Target {
   provider: Provider;
   /** `name` or `schema.name`, as the store's `table` option takes it. */
   table: string;
+  /** The connected driver adapter, for `migrate`. */
+  adapter: SqlDriverAdapterLike & MigrationTarget;
 }
 
 const program = new Command('idempotent-mutations')
-  .description('Maintain the records table of idempotent-mutations (idempotency_records).')
+  .description('Create and maintain the records table of idempotent-mutations (idempotency_records).')
   .version(version)
   .showHelpAfterError('(add --help for usage)')
   .addHelpText(
@@ -41,6 +53,54 @@ const program = new Command('idempotent-mutations')
     '\nThe database URL picks the driver: file:./dev.db (SQLite), postgresql://…, cockroachdb://… (CockroachDB), mysql://… or mariadb://….\n' +
       "Expiry and leases are judged by the database's clock, not this machine's.",
   );
+
+withDatabaseOptions(
+  program
+    .command('migrate')
+    .description(
+      "Create the table: apply the package's SQL migrations for the URL's database that it has not recorded yet (in _prisma_migrations, as prisma migrate does). Needs no Prisma schema engine.",
+    )
+    .option('--print', 'print the SQL instead of applying it (no connection is made)')
+    .option(
+      '--migrations <folder>',
+      "also your app's own migrations, laid out as prisma migrate does (<folder>/<name>/migration.sql), in name order with the package's",
+    )
+    .addOption(
+      new Option('--provider <provider>', 'with --print and no URL: the SQL of this provider').choices([
+        'postgresql',
+        'cockroachdb',
+        'mysql',
+        'sqlite',
+      ]),
+    ),
+).action(async (options: DatabaseOptions & { print?: boolean; provider?: Provider; migrations?: string }) => {
+  if (options.print) {
+    try {
+      const url = options.databaseUrl;
+      const provider = options.provider ?? (url ? providerOfUrl(url) : undefined);
+      if (!provider)
+        throw new Error('no database URL: pass --database-url, set DATABASE_URL or pass --provider');
+      const migrations = await migrationsToApply(provider, options.migrations);
+      return print(migrations.map(({ name, sql }) => `-- ${name}\n${sql.trimEnd()}\n`).join('\n'));
+    } catch (error) {
+      process.stderr.write(`idempotent-mutations: ${describe(error, options.databaseUrl)}\n`);
+      process.exitCode = 1;
+      return;
+    }
+  }
+  await withDatabase(
+    options,
+    async ({ provider, adapter }) => {
+      const migrations = await migrationsToApply(provider, options.migrations);
+      const applied = await applyMigrations(adapter, provider, migrations);
+      if (options.json) return print({ applied });
+      print(
+        applied.length ? `Applied ${applied.join(', ')}.` : 'Up to date: every migration was applied before.',
+      );
+    },
+    { createSqliteFile: true },
+  );
+});
 
 withDatabaseOptions(
   program
@@ -142,6 +202,17 @@ withDatabaseOptions(
   }),
 );
 
+/** The package's migrations for the provider, and those of `folder` (the app's own), in name order. */
+async function migrationsToApply(provider: Provider, folder: string | undefined): Promise<Migration[]> {
+  const shipped = await readMigrations(shippedMigrationsFolder(provider));
+  const own = folder ? await readMigrations(`${resolve(folder)}/`) : [];
+  // The package's own folder copied into the app's migrations (the prisma migrate way) counts once.
+  const names = new Set(shipped.map((migration) => migration.name));
+  return [...shipped, ...own.filter((migration) => !names.has(migration.name))].sort((a, b) =>
+    a.name.localeCompare(b.name),
+  );
+}
+
 function withDatabaseOptions(command: Command): Command {
   return command
     .addOption(
@@ -160,19 +231,21 @@ function withDatabaseOptions(command: Command): Command {
 async function withDatabase(
   options: DatabaseOptions,
   work: (target: Target) => Promise<void>,
+  { createSqliteFile = false } = {},
 ): Promise<void> {
   const url = options.databaseUrl;
   try {
     if (!url) throw new Error('no database URL: pass --database-url or set DATABASE_URL');
     const provider = providerOfUrl(url);
     if (provider === 'sqlite') {
-      // better-sqlite3 would create a missing file and then report a missing table.
       const file = url.replace(/^(file|sqlite):(\/\/)?/i, '').replace(/\?.*$/, '');
-      if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
+      // better-sqlite3 would create a missing file and then report a missing table.
+      if (createSqliteFile) mkdirSync(dirname(file), { recursive: true });
+      else if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
     }
     // pg alone would wait forever for a server that accepts and never answers.
     const factory = await adapterForUrl(url, { connectTimeoutMs: 10_000 });
-    const adapter = (await factory.connect()) as SqlDriverAdapterLike;
+    const adapter = (await factory.connect()) as SqlDriverAdapterLike & MigrationTarget;
     try {
       // A bare table name lives where the adapter puts the models: ?schema= on PostgreSQL.
       const schema = connectedSchemaOf(adapter, provider);
@@ -181,6 +254,7 @@ async function withDatabase(
         db: queryableOf(adapter),
         provider,
         table: schema && !table.includes('.') ? `${schema}.${table}` : table,
+        adapter,
       });
     } finally {
       await adapter.dispose().catch(() => undefined);
@@ -191,15 +265,24 @@ async function withDatabase(
   }
 }
 
-/** One line saying what went wrong, without the password. */
+/** One line saying what went wrong, without any credential of the URL. */
 function describe(error: unknown, url: string | undefined, table = RECORDS_TABLE): string {
+  const line = explain(error, url, table);
+  return url ? redactSecretsOf(url, line) : line;
+}
+
+function explain(error: unknown, url: string | undefined, table: string): string {
   const text = innermostMessage(error);
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
   const name = table.split('.').at(-1) ?? table;
   if (text.includes(name) && /exist|no such table/i.test(text)) {
-    return `${text} (apply the migrations in prisma/<provider>/migrations first)`;
+    // The folder of the package as installed (node_modules/idempotent-mutations/prisma/…).
+    const folder = url
+      ? shippedMigrationsFolder(providerOfUrl(url))
+      : `${shippedPrismaFolder}<provider>/migrations/`;
+    return `${text} (create the table: idempotent-mutations migrate, or apply the migrations in ${folder})`;
   }
   return text;
 }

@@ -12,7 +12,7 @@ export interface IdempotencyLinkOptions {
    * `idempotencyHeaders` on the terminating link writes it.
    * @default 'Idempotency-Key'
    */
-  header?: string;
+  header?: string | undefined;
   /**
    * Where the key is sent, besides the operation's context (from which `idempotencyHeaders` on an
    * `httpLink` writes the header). `'input'`: also in the mutation's input, as the field
@@ -25,25 +25,25 @@ export interface IdempotencyLinkOptions {
    * saying so. A mutation whose input is neither a plain object nor absent has only the header.
    * @default 'input'
    */
-  sendKeyIn?: 'header' | 'input';
+  sendKeyIn?: 'header' | 'input' | undefined;
   /**
    * The input field the key is written to (with `sendKeyIn: 'input'`) and read from when the
    * caller already put one there.
    * @default 'idempotencyKey'
    */
-  inputField?: string;
+  inputField?: string | undefined;
   /**
    * Makes the key of a new logical mutation.
    * @default () => crypto.randomUUID()
    */
-  generateKey?: () => string;
+  generateKey?: (() => string) | undefined;
   /** How failed attempts are retried. @default { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } */
-  retry?: RetryOptions;
+  retry?: RetryOptions | undefined;
   /**
    * `trace` from `@opentelemetry/api`: each retry sets `http.request.resend_count` on the span
    * active when it is sent. @default undefined (nothing recorded)
    */
-  trace?: ActiveSpanSource;
+  trace?: ActiveSpanSource | undefined;
 }
 
 /**

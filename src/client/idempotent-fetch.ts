@@ -19,7 +19,7 @@ export interface IdempotentFetchOptions {
    * The header the key travels in. A request that already has it keeps its own key.
    * @default 'Idempotency-Key'
    */
-  header?: string;
+  header?: string | undefined;
   /**
    * The argument of field-level keys (as the server's `useIdempotency` names it). A mutation whose
    * root fields all give it a value (not `null`, nor a variable left unset or null) carries its own
@@ -28,19 +28,19 @@ export interface IdempotentFetchOptions {
    * and never retried: another attempt would run the fields without a key again.
    * @default 'idempotencyKey'
    */
-  argumentName?: string;
+  argumentName?: string | undefined;
   /**
    * Makes the key of a new logical mutation.
    * @default () => crypto.randomUUID()
    */
-  generateKey?: () => string;
+  generateKey?: (() => string) | undefined;
   /** How failed attempts are retried. @default { attempts: 5, baseDelayMs: 250, maxDelayMs: 10_000 } */
-  retry?: RetryOptions;
+  retry?: RetryOptions | undefined;
   /**
    * `trace` from `@opentelemetry/api`: each retry sets `http.request.resend_count` on the span
    * active when it is sent. @default undefined (nothing recorded)
    */
-  trace?: ActiveSpanSource;
+  trace?: ActiveSpanSource | undefined;
 }
 
 /**

@@ -4,17 +4,17 @@ export interface RetryOptions {
    * Attempts in all, the first one included; `1` turns retries off.
    * @default 5
    */
-  attempts?: number;
+  attempts?: number | undefined;
   /**
    * The wait before the first retry; each further retry doubles it (with jitter).
    * @default 250
    */
-  baseDelayMs?: number;
+  baseDelayMs?: number | undefined;
   /**
    * The longest wait between two attempts, a server's `Retry-After` included.
    * @default 10_000
    */
-  maxDelayMs?: number;
+  maxDelayMs?: number | undefined;
 }
 
 /** Why an attempt failed, as far as retrying is concerned. */

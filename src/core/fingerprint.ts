@@ -9,7 +9,7 @@ export interface FingerprintOptions {
    * `IDEMPOTENCY_INPUT_UNSUPPORTED` instead of a stack overflow.
    * @default 64
    */
-  maxDepth?: number;
+  maxDepth?: number | undefined;
 }
 
 /**

@@ -8,12 +8,12 @@ export interface KeyPolicy {
    * (it is `VARCHAR(255)` on MySQL/MariaDB).
    * @default 255
    */
-  maxLength?: number;
+  maxLength?: number | undefined;
   /**
    * Characters a key may contain.
    * @default /^[\x21-\x7E]+$/ (visible ASCII)
    */
-  pattern?: RegExp;
+  pattern?: RegExp | undefined;
 }
 
 const VISIBLE_ASCII = /^[\x21-\x7E]+$/;

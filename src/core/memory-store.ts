@@ -4,13 +4,13 @@ import type { ClaimRequest, LeaseOwner, ModeDefaults, Store, StoredRecord } from
 /** Options of `memoryStore`; `mode`, `leaseMs` and `heartbeatMs` are defaults for the calls using it. */
 export interface MemoryStoreOptions extends ModeDefaults {
   /** Overrides the default superjson serializer (e.g. to pass a `Decimal` class). */
-  serializer?: Serializer;
+  serializer?: Serializer | undefined;
   /**
    * The store's clock, in epoch milliseconds: what expiry and leases are decided against (as a
    * database decides them against its own). Tests inject one to move time without sleeping.
    * @default Date.now
    */
-  clock?: () => number;
+  clock?: (() => number) | undefined;
 }
 
 /** A record as the memory store keeps it: times in epoch milliseconds on its clock. */

@@ -20,7 +20,7 @@ export interface LocalCacheOptions {
    */
   maxBytes?: number;
   /** A monotonic clock in milliseconds. @default performance.now */
-  clock?: () => number;
+  clock?: (() => number) | undefined;
 }
 
 /** What one entry costs beyond its strings: the entry, the record object, its dates. */

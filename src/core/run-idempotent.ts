@@ -34,7 +34,7 @@ export interface RunIdempotentOptions<Tx = unknown> {
    */
   scope: string | number | null | undefined;
   /** Let a `null` scope mean "one scope for everybody". @default false */
-  allowGlobalScope?: boolean;
+  allowGlobalScope?: boolean | undefined;
   /** The idempotency key the client sent. */
   key: string;
   /** What is being run: the tRPC path, the GraphQL field coordinate or operation. */
@@ -49,7 +49,7 @@ export interface RunIdempotentOptions<Tx = unknown> {
    * effects outside the database (payment gateways, e-mail, outgoing webhooks).
    * @default the store's `defaults.mode`, else 'transactional'
    */
-  mode?: 'transactional' | 'lease';
+  mode?: 'transactional' | 'lease' | undefined;
   /**
    * Lease mode: how long the claim is held. A duplicate within it waits for the result (reading the
    * record again now and then, up to `waitTimeoutMs`), else gets `IDEMPOTENCY_KEY_IN_PROGRESS` with
@@ -58,60 +58,60 @@ export interface RunIdempotentOptions<Tx = unknown> {
    * or set `heartbeatMs`.
    * @default the store's `defaults.leaseMs`, else 30_000
    */
-  leaseMs?: number;
+  leaseMs?: number | undefined;
   /**
    * Lease mode: while the resolver runs, extend the lease to `now + leaseMs` every `heartbeatMs`
    * (for as long as this request still owns it). Must be shorter than `leaseMs`; a third of it
    * leaves room for two missed beats.
    * @default the store's `defaults.heartbeatMs`, else none
    */
-  heartbeatMs?: number;
+  heartbeatMs?: number | undefined;
   /**
    * Lease mode: the heartbeat stops extending the lease this long after the claim, so a hung
    * resolver's key is freed (and listed by `stuck`) instead of being held forever.
    * @default 300_000 (5 minutes), or `leaseMs` if longer
    */
-  maxLeaseMs?: number;
+  maxLeaseMs?: number | undefined;
   /**
    * A monotonic clock in milliseconds, for waits, the lease's cap and event durations; tests
    * inject one. Liveness (expiry, leases) is never decided with it: the store decides it by its
    * own clock (a database's, in SQL).
    * @default performance.now
    */
-  clock?: () => number;
+  clock?: (() => number) | undefined;
   /** How long a completed record is replayed, from its completion. @default 86_400_000 (24 h) */
-  ttlMs?: number;
+  ttlMs?: number | undefined;
   /** Largest serialized result stored; over it the mutation fails and nothing commits. @default 1_048_576 */
-  maxResultBytes?: number;
+  maxResultBytes?: number | undefined;
   /**
    * How long a duplicate waits for the request holding the key, in either mode, before it gets
    * `IDEMPOTENCY_KEY_IN_PROGRESS`. @default 10_000
    */
-  waitTimeoutMs?: number;
+  waitTimeoutMs?: number | undefined;
   /**
    * The retry hint given with `IDEMPOTENCY_KEY_IN_PROGRESS` when no lease tells a better one
    * (transactional mode). @default 1_000
    */
-  retryAfterMs?: number;
+  retryAfterMs?: number | undefined;
   /** @default the store's serializer, else superjson */
-  serializer?: Serializer;
+  serializer?: Serializer | undefined;
   /**
    * Which resolver errors are stored and replayed (e.g. a declined card). Any other error rolls
    * everything back (lease mode: releases the claim) and leaves no record, so the key can be
    * retried. @default () => false
    */
-  replayErrors?: (error: unknown) => boolean;
+  replayErrors?: ((error: unknown) => boolean) | undefined;
   /** How replayable errors are stored and rebuilt. @default name, message and code, rebuilt as `Error` */
-  errorCodec?: ErrorCodec;
+  errorCodec?: ErrorCodec | undefined;
   /** Rules for the key. */
-  keyPolicy?: KeyPolicy;
+  keyPolicy?: KeyPolicy | undefined;
   /** Limits of the fingerprint. */
-  fingerprintOptions?: FingerprintOptions;
+  fingerprintOptions?: FingerprintOptions | undefined;
   /**
    * Receives what happened: `claimed`, `expired_takeover`, `completed`, `replayed`, `mismatch`,
    * `in_progress`, and in lease mode `released` and `fenced`. Nothing is logged by default.
    */
-  onEvent?: IdempotencyEventHandler;
+  onEvent?: IdempotencyEventHandler | undefined;
   /**
    * Observes each call: its start and end, its phases (`wait`, `claim`, `resolver`, `store`), its
    * outcome and the transaction's retries (see `CallObserver`). `idempotent-mutations/opentelemetry`
@@ -119,12 +119,12 @@ export interface RunIdempotentOptions<Tx = unknown> {
    * is observed and nothing is paid for it.
    * @default undefined
    */
-  observe?: ObserveCall;
+  observe?: ObserveCall | undefined;
   /**
    * Where the key came from, told to `observe` (`idempotency.key_source`). The integrations set it.
    * @default undefined
    */
-  keySource?: IdempotencyKeySource;
+  keySource?: IdempotencyKeySource | undefined;
 }
 
 const DAY_MS = 86_400_000;

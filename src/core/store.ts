@@ -118,11 +118,11 @@ export interface TransactionSession<Tx> {
  */
 export interface ModeDefaults {
   /** @default 'transactional' */
-  mode?: 'transactional' | 'lease';
+  mode?: 'transactional' | 'lease' | undefined;
   /** @default 30_000 */
-  leaseMs?: number;
+  leaseMs?: number | undefined;
   /** @default undefined (no heartbeat) */
-  heartbeatMs?: number;
+  heartbeatMs?: number | undefined;
 }
 
 /**

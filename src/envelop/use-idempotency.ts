@@ -52,18 +52,18 @@ export interface UseIdempotencyOptions<Context = any, Tx = unknown>
    * `context.request` (Yoga, Fetch API) or `context.req` (Node). `false` reads no header.
    * @default 'Idempotency-Key'
    */
-  header?: string | false;
+  header?: string | false | undefined;
   /**
    * The argument that makes a root mutation field idempotent on its own and carries its key.
    * @default 'idempotencyKey'
    */
-  argumentName?: string;
+  argumentName?: string | undefined;
   /**
    * The context member the resolver finds the transaction client in (in lease mode, the store's
    * plain client).
    * @default 'tx'
    */
-  txName?: string;
+  txName?: string | undefined;
   /**
    * Whether a field that has the key argument but no `@idempotent(required:)` rejects a call
    * without a key (`IDEMPOTENCY_KEY_MISSING`); when `false` such a call runs unrecorded, with
@@ -71,7 +71,7 @@ export interface UseIdempotencyOptions<Context = any, Tx = unknown>
    * plain client).
    * @default true
    */
-  required?: boolean;
+  required?: boolean | undefined;
   /**
    * `transactional` or `lease`, as in `runIdempotent`, for every idempotent field without an
    * `@idempotent(mode:)` of its own (those fields also fall back to the store's default mode).
@@ -82,12 +82,12 @@ export interface UseIdempotencyOptions<Context = any, Tx = unknown>
    * refused (`IDEMPOTENCY_KEY_INVALID`): that field's key goes in its argument instead.
    * @default the store's `defaults.mode` for fields, 'transactional' for header keys
    */
-  mode?: RunIdempotentOptions['mode'];
+  mode?: RunIdempotentOptions['mode'] | undefined;
   /**
    * How replayable errors (see `replayErrors`) are stored and rebuilt.
    * @default the core's codec, keeping a `GraphQLError`'s `extensions`
    */
-  errorCodec?: ErrorCodec;
+  errorCodec?: ErrorCodec | undefined;
 }
 
 /**

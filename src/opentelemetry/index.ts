@@ -46,22 +46,22 @@ const INSTRUMENTATION = 'idempotent-mutations';
 /** Options of `idempotencyTelemetry`. */
 export interface IdempotencyTelemetryOptions {
   /** Where spans go. @default the global tracer provider (`trace.getTracerProvider()`) */
-  tracerProvider?: TracerProvider;
+  tracerProvider?: TracerProvider | undefined;
   /** Where metrics go. @default the global meter provider (`metrics.getMeterProvider()`) */
-  meterProvider?: MeterProvider;
+  meterProvider?: MeterProvider | undefined;
   /**
    * Write `idempotency.scope` on spans. The scope is the principal (a user or tenant id), which
    * may be personal data: off unless you opt in. Never written on metrics (unbounded cardinality).
    * @default false
    */
-  recordScope?: boolean;
+  recordScope?: boolean | undefined;
   /**
    * Reports the number of `IN_PROGRESS` records past their lease as the observable gauge
    * `idempotency.records.stuck`, read at each collection (e.g.
    * `async () => (await recordStats(prisma)).stuck` from `idempotent-mutations/prisma`).
    * @default undefined (no gauge)
    */
-  stuckRecords?: () => number | Promise<number>;
+  stuckRecords?: (() => number | Promise<number>) | undefined;
 }
 
 /** What `idempotencyTelemetry` gives: the hook for `observe`, and the sweeper's. */

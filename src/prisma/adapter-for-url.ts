@@ -1,5 +1,8 @@
 import type { Provider } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './database-errors.js';
+import { redact } from './redact.js';
+
+export { redact } from './redact.js';
 
 /** A Prisma driver-adapter factory, as `new PrismaClient({ adapter })` takes it. */
 export interface DriverAdapterFactory {
@@ -27,6 +30,11 @@ export function providerOfUrl(url: string): Provider {
     case 'mysql':
     case 'mariadb':
       return 'mysql';
+    case 'prisma+postgres':
+      // Prisma Postgres and Accelerate answer Prisma's query protocol, not SQL over a driver.
+      throw new TypeError(
+        `Unsupported database URL ${redact(url)}: a prisma+postgres:// URL (Prisma Postgres, Accelerate) is not a database connection; use the database's direct postgresql:// connection string`,
+      );
     default:
       throw new TypeError(
         `Unsupported database URL ${redact(url)}: expected file:, postgresql://, cockroachdb:// or mysql:// (mariadb://)`,
@@ -40,7 +48,7 @@ export interface AdapterForUrlOptions {
    * PostgreSQL: how long to wait for a connection (to connect, or for a free one in the pool) when
    * the URL has no `connect_timeout`. @default no limit, as in `pg`
    */
-  connectTimeoutMs?: number;
+  connectTimeoutMs?: number | undefined;
 }
 
 /**
@@ -106,9 +114,4 @@ async function importAdapter<T>(name: string): Promise<T> {
   } catch (cause) {
     throw new Error(`This database URL needs ${name}: npm install ${name}`, { cause });
   }
-}
-
-/** The URL with its password hidden, for error messages. */
-export function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, '//$1:***@');
 }

@@ -12,11 +12,11 @@ export interface PrismaQueryable {
 /** Options of an interactive transaction, as Prisma takes them. */
 export interface PrismaTransactionOptions {
   /** Longest wait for a connection from the pool, in ms. */
-  maxWait?: number;
+  maxWait?: number | undefined;
   /** Longest the whole transaction may take, in ms. */
-  timeout?: number;
+  timeout?: number | undefined;
   /** e.g. `'Serializable'`; the database's default when unset. */
-  isolationLevel?: string;
+  isolationLevel?: string | undefined;
 }
 
 /** A Prisma client: raw queries plus the interactive `$transaction`. */

@@ -21,12 +21,12 @@ export interface RecordStats {
 /** Options of `recordStats` and `stuckRecords`. */
 export interface StatsOptions {
   /** The database, when it cannot be read off the client. @default the client's generated provider */
-  provider?: Provider;
+  provider?: Provider | undefined;
   /**
    * The records table, `name` or `schema.name`, as for `prismaStore`.
    * @default 'idempotency_records', in the client's driver adapter's schema if it has one
    */
-  table?: string;
+  table?: string | undefined;
 }
 
 /**
@@ -73,7 +73,7 @@ export async function stuckRecords(
   prisma: PrismaQueryable,
   options: StatsOptions & {
     /** @default 100 */
-    limit?: number;
+    limit?: number | undefined;
   } = {},
 ): Promise<StuckRecord[]> {
   const { limit = 100 } = options;

@@ -32,7 +32,7 @@ const MYSQL_KEY_COLUMN = 255;
  */
 export interface PrismaStoreOptions extends ModeDefaults {
   /** The database, when it cannot be read off the client. @default the client's generated provider */
-  provider?: Provider;
+  provider?: Provider | undefined;
   /**
    * The records table, `name` or `schema.name` (quoted as written). A bare name is looked up in the
    * driver adapter's schema (`new PrismaPg(…, { schema: 'app' })`), where the client's models go.
@@ -44,21 +44,21 @@ export interface PrismaStoreOptions extends ModeDefaults {
    * wait for a concurrent duplicate (`waitTimeoutMs`).
    * @default { maxWait: 5_000, timeout: 15_000 }
    */
-  transaction?: PrismaTransactionOptions;
+  transaction?: PrismaTransactionOptions | undefined;
   /**
    * How many times a transaction that failed on a write conflict, deadlock or serialization
    * failure (Prisma `P2034`) is run again.
    * @default 3
    */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /**
    * Keep completed records in process memory so a local replay needs no query (see
    * `withLocalCache`: entries end by the database's clock, never later than their record).
    * @default off
    */
-  localCache?: { max: number; maxBytes?: number };
+  localCache?: { max: number; maxBytes?: number | undefined } | undefined;
   /** @default superjson, with Prisma's `Decimal` */
-  serializer?: Serializer;
+  serializer?: Serializer | undefined;
 }
 
 /** A Prisma-backed store; `TransactionClient` is what resolvers receive as `tx`. */

@@ -10,20 +10,20 @@ export interface SweepOptions {
    * locks for long and never grows one huge transaction.
    * @default 1_000
    */
-  batchSize?: number;
+  batchSize?: number | undefined;
   /** Stops after this many batches; what is left waits for the next sweep. @default Infinity */
-  maxBatches?: number;
+  maxBatches?: number | undefined;
   /** Stops the sweep between two batches; the count deleted so far is returned. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** The database, when it cannot be read off the client. @default the client's generated provider */
-  provider?: Provider;
+  provider?: Provider | undefined;
   /**
    * The records table, `name` or `schema.name`, as for `prismaStore`.
    * @default 'idempotency_records', in the client's driver adapter's schema if it has one
    */
-  table?: string;
+  table?: string | undefined;
   /** Called after each batch with the running totals (e.g. for a progress line). */
-  onBatch?: (progress: SweepProgress) => void;
+  onBatch?: ((progress: SweepProgress) => void) | undefined;
 }
 
 /** Where a sweep has got to. */
@@ -65,11 +65,11 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
 export interface SweeperOptions
   extends Pick<SweepOptions, 'batchSize' | 'maxBatches' | 'provider' | 'table'> {
   /** Time from the end of one sweep to the start of the next; the first runs after one interval. @default 60_000 */
-  intervalMs?: number;
+  intervalMs?: number | undefined;
   /** Called with the count each sweep deleted. */
-  onSweep?: (deleted: number) => void;
+  onSweep?: ((deleted: number) => void) | undefined;
   /** Called when a sweep fails (the sweeper carries on at the next interval). @default ignore */
-  onError?: (error: unknown) => void;
+  onError?: ((error: unknown) => void) | undefined;
 }
 
 /** A running sweeper. */

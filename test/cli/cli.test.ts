@@ -1,6 +1,8 @@
 import { execFile, spawn } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
+import { resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { databaseNow } from '../helpers/database-time.js';
 import { connect, databases, describeEachDatabase } from '../helpers/databases.js';
@@ -182,6 +184,28 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
     await expectEveryStateReported(url, rows, shift);
     expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
   });
+
+  it('creates the table with migrate, records it, and finds nothing left to do the second time', async () => {
+    await prisma.$executeRawUnsafe('DROP TABLE idempotency_records');
+    await prisma.$executeRawUnsafe(
+      "DELETE FROM _prisma_migrations WHERE migration_name LIKE '%_idempotency_records'",
+    );
+    const first = await cli(['migrate', '--json', '--database-url', url]);
+    expect({ code: first.code, stderr: first.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(JSON.parse(first.stdout)).toEqual({ applied: ['20261121000000_idempotency_records'] });
+    // The table is there and works: a record in it is counted.
+    const now = await databaseNow(prisma, provider);
+    await insertRecords(prisma, provider, recordsInEveryState(now, now - DAY));
+    expect(JSON.parse((await cli(['stats', '--json', '--database-url', url])).stdout).total).toBe(
+      everyStateCounts.total,
+    );
+    const second = await cli(['migrate', '--database-url', url]);
+    expect(second).toEqual({
+      code: 0,
+      stdout: 'Up to date: every migration was applied before.\n',
+      stderr: '',
+    });
+  });
 });
 
 /**
@@ -317,6 +341,49 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(outcome.stderr).toMatch(pattern);
   }
 
+  it.each([
+    [
+      'an unsupported URL',
+      ['stats', '--database-url', 'redis://default:hunter2@127.0.0.1:6379?password=hunter3'],
+    ],
+    [
+      'a Prisma Postgres / Accelerate URL',
+      ['stats', '--database-url', 'prisma+postgres://accelerate.prisma-data.net/?api_key=hunter2.jwt'],
+    ],
+    [
+      'PostgreSQL’s ?password=',
+      ['stats', '--database-url', 'postgresql://postgres@127.0.0.1:1/test?password=hunter2'],
+    ],
+    [
+      'PostgreSQL’s ?sslpassword=',
+      ['sweep', '--database-url', 'postgres://u:hunter3@127.0.0.1:1/t?sslpassword=hunter2'],
+    ],
+    [
+      'a MariaDB password',
+      [
+        'stuck',
+        '--database-url',
+        'mariadb://root:hunter2@127.0.0.1:1/t?connectTimeout=500&acquireTimeout=1000',
+      ],
+    ],
+    [
+      'migrate --print of an unsupported URL',
+      ['migrate', '--print', '--database-url', 'mongodb://u:hunter2@h/db'],
+    ],
+  ])('never echoes a credential of %s', async (_, args) => {
+    const outcome = await cli(args);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/^idempotent-mutations: .*\*\*\*/);
+    expect(outcome.stdout + outcome.stderr).not.toMatch(/hunter/);
+  });
+
+  it('says a Prisma Postgres / Accelerate URL is no database connection, and what to pass instead', async () => {
+    expectOneLineError(
+      await cli(['stats', '--database-url', 'prisma+postgres://accelerate.prisma-data.net/?api_key=k']),
+      /prisma\+postgres:\/\/ URL .* is not a database connection; use the database's direct postgresql:\/\//,
+    );
+  });
+
   it('rejects a URL of an unsupported scheme', async () => {
     expectOneLineError(
       await cli(['stats', '--database-url', 'redis://127.0.0.1:6379']),
@@ -373,10 +440,43 @@ describe('the idempotent-mutations CLI on bad input', () => {
   it('refuses a missing SQLite file instead of creating one, and names a database without the table', async () => {
     expectOneLineError(await cli(['stats', '--database-url', 'file:.tmp/missing.db']), /no SQLite database/);
     await writeFile('.tmp/cli-empty.db', '');
-    expectOneLineError(
-      await cli(['stuck', '--database-url', 'file:.tmp/cli-empty.db']),
-      /idempotency_records.*apply the migrations/,
-    );
+    const outcome = await cli(['stuck', '--database-url', 'file:.tmp/cli-empty.db']);
+    expectOneLineError(outcome, /idempotency_records.*create the table: idempotent-mutations migrate/);
+    // The folder inside the package as installed, found from the running CLI, not a path of this repository.
+    const folder = /apply the migrations in (\S+?)\)?$/.exec(outcome.stderr.trim())?.[1];
+    expect(folder).toBe(`${resolve('prisma/sqlite/migrations')}/`);
+    expect(readdirSync(folder!)).toEqual(['20261121000000_idempotency_records', 'migration_lock.toml']);
+  });
+
+  it('creates a missing SQLite file with migrate, applies an app’s own migrations too, and prints the SQL with --print', async () => {
+    await rm('.tmp/cli-migrate/new.db', { force: true });
+    const outcome = await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/new.db']);
+    expect(outcome).toEqual({ code: 0, stdout: 'Applied 20261121000000_idempotency_records.\n', stderr: '' });
+    expect((await cli(['stats', '--json', '--database-url', 'file:.tmp/cli-migrate/new.db'])).code).toBe(0);
+
+    // An app's own migrations come along with --migrations, in name order with the package's.
+    await rm('.tmp/cli-migrate/app.db', { force: true });
+    const withOwn = await cli([
+      'migrate',
+      '--json',
+      '--database-url',
+      'file:.tmp/cli-migrate/app.db',
+      '--migrations',
+      'examples/prisma/sqlite/migrations',
+    ]);
+    expect(JSON.parse(withOwn.stdout)).toEqual({
+      applied: ['20261121000000_idempotency_records', '20261121000001_example_tables'],
+    });
+
+    const printed = await cli(['migrate', '--print', '--provider', 'mysql']);
+    expect(printed.code).toBe(0);
+    expect(printed.stdout).toMatch(/^-- 20261121000000_idempotency_records\n/);
+    expect(printed.stdout).toContain('CREATE TABLE `idempotency_records`');
+    expect(printed.stdout).toContain('COLLATE utf8mb4_bin');
+    // What a user applies holds only the library's table, not this repository's example tables.
+    expect(printed.stdout).not.toMatch(/payments|orders/);
+    const fromUrl = await cli(['migrate', '--print', '--database-url', 'postgresql://u:p@h/db']);
+    expect(fromUrl.stdout).toContain('CREATE TABLE "idempotency_records"');
   });
 
   it('rejects a batch size that is not a positive integer', async () => {
@@ -385,12 +485,15 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(outcome.stderr).toContain("argument '0' is invalid");
   });
 
-  it.each([[[]], [['sweep']], [['stats']], [['stuck']]])('prints help for %j --help', async (command) => {
-    const { code, stdout } = await cli([...command, '--help']);
-    expect(code).toBe(0);
-    expect(stdout).toMatch(/^Usage: idempotent-mutations/);
-    if (command.length) expect(stdout).toContain('--database-url <url>');
-  });
+  it.each([[[]], [['migrate']], [['sweep']], [['stats']], [['stuck']]])(
+    'prints help for %j --help',
+    async (command) => {
+      const { code, stdout } = await cli([...command, '--help']);
+      expect(code).toBe(0);
+      expect(stdout).toMatch(/^Usage: idempotent-mutations/);
+      if (command.length) expect(stdout).toContain('--database-url <url>');
+    },
+  );
 });
 
 describeEachDatabase('the idempotent-mutations CLI on a records table elsewhere', (shared) => {

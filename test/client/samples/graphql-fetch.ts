@@ -1,4 +1,4 @@
-import { idempotentFetch } from 'idempotent-mutations/client';
+import { idempotentFetch } from 'idempotent-mutations/client/fetch';
 
 /** urql (`fetch`), Apollo (`HttpLink({ fetch })`) and graphql-request take it the same way. */
 const fetchWithRetries = idempotentFetch(fetch, { retry: { attempts: 5 } });

@@ -1,6 +1,6 @@
+import { type IdempotencyEvent, runIdempotent } from 'idempotent-mutations';
+import { prismaStore } from 'idempotent-mutations/prisma';
 import type { PrismaClient } from '../../../generated/sqlite/client.js';
-import { type IdempotencyEvent, runIdempotent } from '../../../src/index.js';
-import { prismaStore } from '../../../src/prisma/index.js';
 
 /** A payment gateway: an effect no database transaction can roll back. */
 export interface Gateway {
@@ -13,7 +13,6 @@ export class CardDeclinedError extends Error {
   readonly code = 'CARD_DECLINED';
 }
 
-// #region readme
 export function chargeCard(
   prisma: PrismaClient,
   gateway: Gateway,
@@ -43,4 +42,3 @@ export function chargeCard(
       },
     );
 }
-// #endregion readme

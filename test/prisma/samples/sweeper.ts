@@ -1,7 +1,6 @@
+import { startSweeper, sweepExpired } from 'idempotent-mutations/prisma';
 import type { PrismaClient } from '../../../generated/sqlite/client.js';
-import { startSweeper, sweepExpired } from '../../../src/prisma/index.js';
 
-// #region readme
 /** In the server: sweep every 10 minutes; the timer never keeps the process alive. */
 export function startIdempotencySweeper(prisma: PrismaClient, intervalMs = 10 * 60_000) {
   const sweeper = startSweeper(prisma, {
@@ -17,4 +16,3 @@ export function startIdempotencySweeper(prisma: PrismaClient, intervalMs = 10 * 
 export async function sweepOnce(prisma: PrismaClient, signal?: AbortSignal): Promise<number> {
   return sweepExpired(prisma, { batchSize: 1_000, signal });
 }
-// #endregion readme

@@ -1,0 +1,58 @@
+/**
+ * Query parameters (and libpq `key=value` settings) that carry a credential: `password`,
+ * `sslpassword`, Accelerate's `api_key`, tokens, secrets. Their values never reach a message.
+ */
+const SECRET_PARAMETER = /pass|pwd|secret|token|key|auth|credential|signature/i;
+
+/** `?name=value`, `&name=value`, `;name=value` or a libpq ` name=value`. */
+const PARAMETER = /([?&;\s]|^)([A-Za-z_][\w.-]*)=([^&#;\s]*)/g;
+
+/**
+ * The URL with every credential in it replaced by `***`: the password of its user info and the
+ * value of every secret query parameter (`?password=`, `?api_key=` of a `prisma+postgres://` URL,
+ * …). The rest stays as written, so the message still says which database was meant.
+ */
+export function redact(url: string): string {
+  return url
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_, scheme: string, userInfo: string) => {
+      const colon = userInfo.indexOf(':');
+      return `${scheme}${colon < 0 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
+    })
+    .replace(PARAMETER, (whole, before: string, name: string, value: string) =>
+      SECRET_PARAMETER.test(name) && value ? `${before}${name}=***` : whole,
+    );
+}
+
+/**
+ * `text` (an error message) with every credential of `url` hidden: the URL itself as `redact`
+ * writes it, and each secret value wherever a driver may have echoed it (raw or percent-decoded).
+ */
+export function redactSecretsOf(url: string, text: string): string {
+  let hidden = text.split(url).join(redact(url));
+  for (const secret of secretsOf(url)) hidden = hidden.split(secret).join('***');
+  return hidden;
+}
+
+/** The credential values in a URL, longest first, both as written and percent-decoded. */
+function secretsOf(url: string): string[] {
+  const found = new Set<string>();
+  const add = (value: string) => {
+    // A one- or two-character value would blank out unrelated text; the URL itself is redacted anyway.
+    for (const form of [value, safeDecode(value)]) if (form.length >= 3) found.add(form);
+  };
+  const userInfo = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)@/i.exec(url)?.[1];
+  const colon = userInfo?.indexOf(':') ?? -1;
+  if (userInfo && colon >= 0) add(userInfo.slice(colon + 1));
+  for (const [, , name, value] of url.matchAll(PARAMETER)) {
+    if (name && value && SECRET_PARAMETER.test(name)) add(value);
+  }
+  return [...found].sort((a, b) => b.length - a.length);
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value.replace(/\+/g, ' '));
+  } catch {
+    return value;
+  }
+}

@@ -1,0 +1,40 @@
+import { PrismaPg } from '@prisma/adapter-pg';
+import { initTRPC } from '@trpc/server';
+import { createHTTPServer } from '@trpc/server/adapters/standalone';
+import { prismaStore } from 'idempotent-mutations/prisma';
+import { idempotency, idempotencyErrorFormatter } from 'idempotent-mutations/trpc';
+import { z } from 'zod';
+import { PrismaClient } from '../generated/prisma/client.js';
+
+export const prisma = new PrismaClient({
+  adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL, connectionTimeoutMillis: 5_000 }),
+});
+
+/** Who is calling: a real app reads a session; here, an `x-user-id` header. */
+interface Context {
+  userId: string;
+}
+
+const t = initTRPC.context<Context>().create({ errorFormatter: idempotencyErrorFormatter });
+
+export const appRouter = t.router({
+  createPayment: t.procedure
+    .input(z.object({ amount: z.string().regex(/^\d+(\.\d\d?)?$/) }))
+    // After .input(): one payment per (user, Idempotency-Key); a retry gets the stored answer.
+    .use(idempotency({ store: prismaStore(prisma), scope: ({ ctx }) => ctx.userId }))
+    .mutation(async ({ ctx, input }) => {
+      // ctx.tx: the transaction the key's record commits in, typed as your Prisma.TransactionClient.
+      const payment = await ctx.tx.payment.create({ data: { userId: ctx.userId, amount: input.amount } });
+      return { id: payment.id, amount: payment.amount.toFixed(2) };
+    }),
+});
+
+export type AppRouter = typeof appRouter;
+
+export function createServer() {
+  return createHTTPServer({
+    router: appRouter,
+    // req (the key's header), res (the Idempotent-Replayed header) and info (batches) go on to the middleware.
+    createContext: ({ req, res, info }) => ({ req, res, info, userId: String(req.headers['x-user-id']) }),
+  });
+}
