@@ -1,6 +1,7 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
 import { sweepStatement } from './maintenance-sql.js';
+import { stepSweepStatement } from './step-sql.js';
 
 /** Options of `sweepExpired`. */
 export interface SweepOptions {
@@ -29,7 +30,8 @@ export interface SweepProgress {
 }
 
 /**
- * Deletes expired records in bounded batches and returns how many it deleted. A record still
+ * Deletes expired records in bounded batches and returns how many it deleted, then the durable
+ * steps whose record is gone (not counted). A record still
  * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
  * Expiry and leases are judged by the database's clock, whatever this process's clock says.
  * Runs on any client with raw queries (`$executeRawUnsafe`); safe to run on several servers at
@@ -51,7 +53,24 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     // any I/O wait, and an in-process sweep would otherwise hold up requests (and signals).
     await new Promise((resolve) => setImmediate(resolve));
   }
+  await sweepSteps(prisma, provider, batchSize, maxBatches, signal);
   return deleted;
+}
+
+/** Deletes the steps whose record is gone, in the same bounded batches (not counted). */
+async function sweepSteps(
+  prisma: PrismaQueryable,
+  provider: Provider,
+  batchSize: number,
+  maxBatches: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const statement = stepSweepStatement(provider, batchSize);
+  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
+    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
+    if (count < batchSize) break;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
 /** Options of `startSweeper`. */

@@ -24,14 +24,24 @@ describeEachDatabase('prismaStore', (db) => {
    */
   async function travel(scope: string, ms: number): Promise<void> {
     const shift = earlier[db.provider];
-    const columns = ['created_at', 'completed_at', 'expires_at', 'locked_until'];
-    const set = columns.map((column) => `${column} = ${shift(column)}`).join(', ');
-    let sql = `UPDATE idempotency_records SET ${set} WHERE scope = ?`;
-    if (db.provider === 'postgresql') {
+    const numbered = (text: string) => {
       let n = 0;
-      sql = sql.replace(/\?/g, () => `$${++n}`);
-    }
-    await prisma.$executeRawUnsafe(sql, ...columns.map(() => ms), scope);
+      return db.provider === 'postgresql' ? text.replace(/\?/g, () => `$${++n}`) : text;
+    };
+    const moved = (columns: string[]) => columns.map((column) => `${column} = ${shift(column)}`).join(', ');
+    const records = ['created_at', 'completed_at', 'expires_at', 'locked_until'];
+    await prisma.$executeRawUnsafe(
+      numbered(`UPDATE idempotency_records SET ${moved(records)} WHERE scope = ?`),
+      ...records.map(() => ms),
+      scope,
+    );
+    // The steps' times move with their records'.
+    await prisma.$executeRawUnsafe(
+      numbered(`UPDATE idempotency_steps SET ${moved(['created_at', 'expires_at'])} WHERE scope = ?`),
+      ms,
+      ms,
+      scope,
+    );
   }
 
   // A store a call: each plays another server on the same database.

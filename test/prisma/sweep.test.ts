@@ -82,6 +82,36 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect((await storedKeys(prisma)).filter((key) => key.startsWith('expired-'))).toEqual([]);
   });
 
+  it('deletes the durable steps of the records it sweeps with them, in batches, and keeps the others', async () => {
+    const scope = uniqueScope('sweep');
+    const now = await databaseNow(prisma, db.provider);
+    await insertRecords(prisma, db.provider, [
+      { scope, key: 'expired', expiresAt: hourAgo() },
+      { scope, key: 'live', expiresAt: new Date(now + DAY) },
+    ]);
+    const n = (i: number) => (db.provider === 'postgresql' ? `$${i}` : '?');
+    for (const key of ['expired', 'live']) {
+      for (let position = 0; position < 3; position++) {
+        await prisma.$executeRawUnsafe(
+          `INSERT INTO idempotency_steps (scope, idempotency_key, name, ordinal, fingerprint, result, expires_at) VALUES (${n(1)}, ${n(2)}, ${n(3)}, ${n(4)}, ${n(5)}, ${n(6)}, ${n(7)})`,
+          scope,
+          key,
+          `step-${position}`,
+          position,
+          '0'.repeat(64),
+          '{"json":1}',
+          new Date(now + DAY),
+        );
+      }
+    }
+    expect(await sweepExpired(prisma, { batchSize: 2 })).toBe(1);
+    const left = await prisma.$queryRawUnsafe<{ idempotency_key: string }[]>(
+      `SELECT idempotency_key FROM idempotency_steps WHERE scope = ${n(1)}`,
+      scope,
+    );
+    expect(left.map((row) => row.idempotency_key)).toEqual(['live', 'live', 'live']);
+  });
+
   it('stops after maxBatches, and at once when its signal is aborted', async () => {
     const scope = uniqueScope('sweep');
     const rows = Array.from({ length: 500 }, (_, i) => ({
