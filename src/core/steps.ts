@@ -48,6 +48,13 @@ export type Step<Tx> = <R>(
   options?: StepOptions,
 ) => Promise<R>;
 
+/** `step` where there are no steps: transactional mode, where the resolver commits or rolls back as one. */
+export const stepsNeedLeaseMode: Step<never> = async (name) => {
+  throw new TypeError(
+    `step("${name}") needs lease mode (mode: 'lease'): in transactional mode the whole resolver commits or rolls back as one`,
+  );
+};
+
 /** The stable key `fn` gets for step `name` of `(scope, key)`: 64 hex characters. */
 export function stepKey(scope: string, key: string, name: string): string {
   return createHash('sha256')
