@@ -17,7 +17,7 @@ import {
   stuckKeys,
   unsweptKeys,
 } from '../helpers/record-states.js';
-import { countRecords, insertRecords } from '../helpers/records.js';
+import { countRecords, insertRecords, insertSteps } from '../helpers/records.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -89,24 +89,12 @@ describeEachDatabase('sweepExpired', (shared) => {
       { scope, key: 'expired', expiresAt: hourAgo() },
       { scope, key: 'live', expiresAt: new Date(now + DAY) },
     ]);
-    const n = (i: number) => (db.provider === 'postgresql' ? `$${i}` : '?');
     for (const key of ['expired', 'live']) {
-      for (let position = 0; position < 3; position++) {
-        await prisma.$executeRawUnsafe(
-          `INSERT INTO idempotency_steps (scope, idempotency_key, name, ordinal, fingerprint, result, expires_at) VALUES (${n(1)}, ${n(2)}, ${n(3)}, ${n(4)}, ${n(5)}, ${n(6)}, ${n(7)})`,
-          scope,
-          key,
-          `step-${position}`,
-          position,
-          '0'.repeat(64),
-          '{"json":1}',
-          new Date(now + DAY),
-        );
-      }
+      await insertSteps(prisma, db.provider, scope, key, ['reserve', 'charge', 'ship']);
     }
     expect(await sweepExpired(prisma, { batchSize: 2 })).toBe(1);
     const left = await prisma.$queryRawUnsafe<{ idempotency_key: string }[]>(
-      `SELECT idempotency_key FROM idempotency_steps WHERE scope = ${n(1)}`,
+      `SELECT idempotency_key FROM idempotency_steps WHERE scope = ${db.provider === 'postgresql' ? '$1' : '?'}`,
       scope,
     );
     expect(left.map((row) => row.idempotency_key)).toEqual(['live', 'live', 'live']);
@@ -259,6 +247,7 @@ describeEachDatabase('sweepExpired', (shared) => {
         createdAt: at('1990-01-02T00:00:00Z'),
         lockedUntil: at('2002-05-31T00:00:00Z'),
         expiresAt: at('2100-01-01T00:00:00Z'),
+        steps: [],
       },
     ]);
   });
