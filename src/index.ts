@@ -26,11 +26,13 @@ export {
   type IdempotentResult,
   type RecordInfo,
   type Resolver,
+  type ResolverClaim,
   type RunIdempotentOptions,
   resolveScope,
   runIdempotent,
 } from './core/run-idempotent.js';
 export { type DecimalConstructor, type Serializer, superjsonSerializer } from './core/serializer.js';
+export { type Step, type StepContext, type StepOptions, stepKey } from './core/steps.js';
 export type {
   ClaimOutcome,
   ClaimRequest,
@@ -40,6 +42,10 @@ export type {
   LeaseRequest,
   ModeDefaults,
   RecordStatus,
+  StepOperations,
+  StepRecord,
+  StepSession,
+  StepWrite,
   Store,
   StoredRecord,
   TransactionSession,

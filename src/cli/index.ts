@@ -182,7 +182,7 @@ withDatabaseOptions(
   program
     .command('stuck')
     .description(
-      'List in-progress records past their lease (oldest first): their request died or outlived the lease.',
+      'List in-progress records past their lease (oldest first): their request died or outlived the lease; with the last durable step each reached.',
     )
     .addOption(new Option('--limit <n>', 'list at most this many').argParser(positiveInteger).default(100)),
 ).action((options: DatabaseOptions & { limit: number }) =>
@@ -195,7 +195,8 @@ withDatabaseOptions(
         .map(
           (r) =>
             `${r.scope}\t${r.key}\t${r.operation}\tcreated ${r.createdAt.toISOString()}\t` +
-            `lease ended ${r.lockedUntil?.toISOString() ?? 'never set'}\texpires ${r.expiresAt.toISOString()}`,
+            `lease ended ${r.lockedUntil?.toISOString() ?? 'never set'}\texpires ${r.expiresAt.toISOString()}\t` +
+            (r.steps.length ? `reached step ${r.steps.length} "${r.steps.at(-1)}"` : 'no steps'),
         )
         .join('\n'),
     );

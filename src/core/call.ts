@@ -8,6 +8,7 @@ import {
 } from './errors.js';
 import type { IdempotencyEventType } from './events.js';
 import type { Serializer } from './serializer.js';
+import type { Step } from './steps.js';
 import type { Completed, Store, StoredRecord } from './store.js';
 
 /** Turns a resolver's error into something storable, and a stored one back into an error. */
@@ -39,8 +40,18 @@ export interface IdempotentResult<T> {
   record: RecordInfo;
 }
 
+/** What the resolver receives besides the store's client: the claim, and in lease mode `step`. */
+export interface ResolverClaim<Tx> extends ClaimInfo {
+  /**
+   * Lease mode: runs a durable step (see `Step`): at most once per `(scope, key, name)`, its
+   * result stored before the resolver goes on and replayed on a retry. `undefined` in
+   * transactional mode, where the whole resolver commits or rolls back as one.
+   */
+  step?: Step<Tx>;
+}
+
 /** The resolver a call runs at most once: it receives the store's client and the claim. */
-export type Resolver<T, Tx> = (tx: Tx, claim: ClaimInfo) => Promise<T> | T;
+export type Resolver<T, Tx> = (tx: Tx, claim: ResolverClaim<Tx>) => Promise<T> | T;
 
 /** One call, its options resolved and checked: what the runners work from. */
 export interface Call<T, Tx> {

@@ -9,7 +9,8 @@ export type IdempotencyErrorCode =
   | 'IDEMPOTENCY_RESULT_UNSTORABLE'
   | 'IDEMPOTENCY_STORE_UNAVAILABLE'
   | 'IDEMPOTENCY_TRANSACTION_EXPIRED'
-  | 'IDEMPOTENCY_OUTCOME_UNKNOWN';
+  | 'IDEMPOTENCY_OUTCOME_UNKNOWN'
+  | 'IDEMPOTENCY_STEP_DIVERGED';
 
 /** The HTTP status each code stands for; the integrations map to their own error types from it. */
 export const statusOf: Readonly<Record<IdempotencyErrorCode, number>> = {
@@ -23,6 +24,7 @@ export const statusOf: Readonly<Record<IdempotencyErrorCode, number>> = {
   IDEMPOTENCY_STORE_UNAVAILABLE: 503,
   IDEMPOTENCY_TRANSACTION_EXPIRED: 503,
   IDEMPOTENCY_OUTCOME_UNKNOWN: 500,
+  IDEMPOTENCY_STEP_DIVERGED: 500,
 };
 
 /** Base class of every error this library throws on purpose. */
@@ -193,5 +195,18 @@ export class IdempotencyOutcomeUnknownError extends IdempotencyError {
   override name = 'IdempotencyOutcomeUnknownError';
   constructor(message: string, options?: { cause?: unknown }) {
     super('IDEMPOTENCY_OUTCOME_UNKNOWN', message, options);
+  }
+}
+
+/**
+ * Lease mode: a resumed call's steps did not run in the order, or with the names, of the steps
+ * stored under its key (the code changed between the first attempt and the retry, or a step's name
+ * depends on something other than the input). Nothing was stored and no step ran; the steps that
+ * were stored stay, so a retry with the old order resumes.
+ */
+export class IdempotencyStepDivergedError extends IdempotencyError {
+  override name = 'IdempotencyStepDivergedError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('IDEMPOTENCY_STEP_DIVERGED', message, options);
   }
 }

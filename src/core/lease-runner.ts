@@ -16,6 +16,7 @@ import {
   IdempotencyOutcomeUnknownError,
   isIdempotencyError,
 } from './errors.js';
+import { StepJournal } from './steps.js';
 import type { Completed, LeaseOperations, LeaseOwner } from './store.js';
 
 /**
@@ -43,29 +44,34 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   const { tracking } = call;
   const claimedAt = call.clock();
   tracking?.start('claim');
-  let firstSeenAt: Date | IdempotentResult<T>;
+  let claimed: Claimed | IdempotentResult<T>;
   try {
-    firstSeenAt = await claimLease(call, owner);
+    claimed = await claimLease(call, owner);
   } catch (error) {
     tracking?.finish('claim', error);
     throw error;
   }
   tracking?.finish('claim');
-  if (!(firstSeenAt instanceof Date)) return firstSeenAt;
+  if (!('tookOver' in claimed)) return claimed;
+  const { firstSeenAt } = claimed;
 
   const lost = () => call.emit('fenced');
   const heartbeat = startHeartbeat(call, lease, owner, claimedAt, lost);
+  const journal = new StepJournal(call, owner, claimed.tookOver);
   let value: T;
   tracking?.start('resolver');
   try {
-    value = await call.resolver(lease.client, { ...call.request, firstSeenAt });
+    value = await call.resolver(lease.client, { ...call.request, firstSeenAt, step: journal.step });
+    journal.finish();
     tracking?.finish('resolver');
   } catch (error) {
     tracking?.finish('resolver', error);
-    const stored = call.replayErrors(error) ? storedErrorText(call, error) : undefined;
+    journal.finish();
+    const replayable = call.replayErrors(error) && !journal.raised(error);
+    const stored = replayable ? storedErrorText(call, error) : undefined;
     if (stored === undefined) {
       heartbeat.stop();
-      await release(call, lease, owner);
+      await release(call, lease, owner, journal.holdsSteps);
       throw error;
     }
     // The error answers for the key from now on; if it cannot be kept, the resolver's own error
@@ -88,12 +94,21 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   return { value, replayed: false, record: ranRecord(call, firstSeenAt, completed) };
 }
 
+/** A claim this call holds: since when, and whether it replaced a record that was no longer live. */
+interface Claimed {
+  firstSeenAt: Date;
+  tookOver: boolean;
+}
+
 /**
- * Claims the key under `owner`'s token: the claim's `firstSeenAt`, or the answer a live record
- * gives. A record that stopped being live between the store's statements is worth another
- * claim; one that keeps doing so is never replayed: the caller retries later.
+ * Claims the key under `owner`'s token, or returns the answer a live record gives. A record that
+ * stopped being live between the store's statements is worth another claim; one that keeps doing
+ * so is never replayed: the caller retries later.
  */
-async function claimLease<T, Tx>(call: Call<T, Tx>, owner: LeaseOwner): Promise<Date | IdempotentResult<T>> {
+async function claimLease<T, Tx>(
+  call: Call<T, Tx>,
+  owner: LeaseOwner,
+): Promise<Claimed | IdempotentResult<T>> {
   const started = call.clock();
   for (let attempt = 0; attempt < 3; attempt++) {
     const outcome = await call.store.lease.claim({
@@ -104,7 +119,7 @@ async function claimLease<T, Tx>(call: Call<T, Tx>, owner: LeaseOwner): Promise<
     });
     if (outcome.claimed) {
       call.emit(outcome.tookOver ? 'expired_takeover' : 'claimed');
-      return outcome.firstSeenAt;
+      return { firstSeenAt: outcome.firstSeenAt, tookOver: outcome.tookOver };
     }
     // Another call claimed the key first: wait for it as any duplicate does.
     const existing = await waitWhileRunning(call, outcome.existing, started);
@@ -188,14 +203,19 @@ function outcomeUnknown<T, Tx>(
   );
 }
 
-/** Frees the key for a retry; the resolver's error stays the answer even if this fails. */
+/**
+ * Frees the key for a retry; the resolver's error stays the answer even if this fails. A call
+ * that stored steps keeps its claim and ends its lease instead, so the retry takes it over and
+ * resumes after the steps that ran.
+ */
 async function release<T, Tx>(
   call: Call<T, Tx>,
   lease: LeaseOperations<Tx>,
   owner: LeaseOwner,
+  keepSteps = false,
 ): Promise<void> {
   try {
-    if (await lease.release(owner)) call.emit('released');
+    if (await (keepSteps ? lease.extend(owner, 0) : lease.release(owner))) call.emit('released');
     else call.emit('fenced');
   } catch {
     // The lease runs out on its own and the next request takes over.

@@ -1,5 +1,14 @@
 import type { Serializer } from './serializer.js';
-import type { ClaimRequest, LeaseOwner, ModeDefaults, Store, StoredRecord } from './store.js';
+import type {
+  ClaimRequest,
+  LeaseOwner,
+  ModeDefaults,
+  StepOperations,
+  StepRecord,
+  StepWrite,
+  Store,
+  StoredRecord,
+} from './store.js';
 
 /** Options of `memoryStore`; `mode`, `leaseMs` and `heartbeatMs` are defaults for the calls using it. */
 export interface MemoryStoreOptions extends ModeDefaults {
@@ -16,6 +25,11 @@ export interface MemoryStoreOptions extends ModeDefaults {
 /** A record as the memory store keeps it: times in epoch milliseconds on its clock. */
 interface Kept extends Omit<StoredRecord, 'liveForMs'> {}
 
+/** A step as the memory store keeps it: with the time it stops being replayable. */
+interface KeptStep extends Omit<StepRecord, 'liveForMs'> {
+  expiresAt: Date;
+}
+
 /**
  * A store in this process's memory, for unit tests and single-process development. It behaves as
  * the database does: a transaction's claim is invisible to others until it commits, and a second
@@ -26,6 +40,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
   const clock = options.clock ?? Date.now;
   const records = new Map<string, Kept>();
   const locks = new Map<string, Promise<void>>();
+  /** Each key's steps, in the order they ran; deleted with the key's record. */
+  const steps = new Map<string, KeptStep[]>();
 
   /** The record as read now, with its liveness by this store's clock. */
   const read = (record: Kept): StoredRecord => {
@@ -163,9 +179,65 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       release: async (owner) =>
         (await whileOwned(owner, () => {
           records.delete(idOf(owner.scope, owner.key));
+          steps.delete(idOf(owner.scope, owner.key));
         })) !== null,
     },
+
+    steps: stepOperations(),
   };
+
+  function stepOperations(): StepOperations<undefined> {
+    const append = (step: StepWrite) => {
+      const id = idOf(step.scope, step.key);
+      const kept = steps.get(id) ?? [];
+      if (kept.some((other) => other.name === step.name)) {
+        throw new Error(
+          `The step ${JSON.stringify(step.name)} of (${step.scope}, ${step.key}) is already stored`,
+        );
+      }
+      const { name, position, fingerprint, result, resultIsError } = step;
+      const stored: KeptStep = {
+        ...{ name, position, fingerprint, result, resultIsError },
+        completedAt: after(0),
+        expiresAt: after(step.ttlMs),
+      };
+      kept.push(stored);
+      steps.set(id, kept);
+      return () =>
+        steps.set(
+          id,
+          kept.filter((other) => other !== stored),
+        );
+    };
+    return {
+      async list(scope, key) {
+        return (steps.get(idOf(scope, key)) ?? [])
+          .map(({ expiresAt, ...step }) => ({ ...step, liveForMs: expiresAt.getTime() - clock() }))
+          .sort((a, b) => a.position - b.position);
+      },
+      save: async (step) => (await whileOwned(step, () => append(step))) !== null,
+      async clear(owner) {
+        await whileOwned(owner, () => steps.delete(idOf(owner.scope, owner.key)));
+      },
+      async transaction(work) {
+        // No transaction client here: what `work` stores is undone if it throws afterwards.
+        const undo: (() => void)[] = [];
+        try {
+          return await work({
+            tx: undefined,
+            save: async (step) => {
+              const undone = await whileOwned(step, () => append(step));
+              if (undone) undo.push(undone);
+              return undone !== null;
+            },
+          });
+        } catch (error) {
+          for (const undone of undo) undone();
+          throw error;
+        }
+      },
+    };
+  }
 }
 
 function idOf(scope: string, key: string): string {

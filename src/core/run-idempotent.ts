@@ -7,6 +7,7 @@ import {
   type IdempotentResult,
   type RecordInfo,
   type Resolver,
+  type ResolverClaim,
 } from './call.js';
 import { CallTracking } from './call-tracking.js';
 import { decide, foreignRecordError } from './decide.js';
@@ -21,7 +22,7 @@ import { heldKeys, waitForHolders } from './single-flight.js';
 import type { Store } from './store.js';
 import { runInTransaction, stillRunning } from './transactional-runner.js';
 
-export type { ClaimInfo, ErrorCodec, IdempotentResult, RecordInfo, Resolver };
+export type { ClaimInfo, ErrorCodec, IdempotentResult, RecordInfo, Resolver, ResolverClaim };
 export { defaultErrorCodec };
 
 /** Options of `runIdempotent`. Integrations fill most of them from their own options. */

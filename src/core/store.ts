@@ -112,6 +112,61 @@ export interface TransactionSession<Tx> {
   complete(completion: Completion): Promise<Completed>;
 }
 
+/** One step of a lease-mode call, as a store keeps it under `(scope, key, name)`. */
+export interface StepRecord {
+  name: string;
+  /** Where the step ran in its call: 0 for the first. */
+  position: number;
+  /** The fingerprint of the call that ran it. */
+  fingerprint: string;
+  /** The serialized result (or replayable error). */
+  result: string;
+  resultIsError: boolean;
+  completedAt: Date;
+  /**
+   * How much longer the step may be replayed, in ms by the store's clock at the moment it was
+   * read (`ttlMs` from its completion); zero or less: it belongs to a call whose record expired.
+   */
+  liveForMs: number;
+}
+
+/** A step's outcome to store, fenced by the lease's owner token. */
+export interface StepWrite extends LeaseOwner {
+  name: string;
+  position: number;
+  fingerprint: string;
+  result: string;
+  resultIsError: boolean;
+  /** How long the step may be replayed, from now by the store's clock. */
+  ttlMs: number;
+}
+
+/** A transactional step's transaction: the client `fn` writes through, and the step's own write. */
+export interface StepSession<Tx> {
+  readonly tx: Tx;
+  /** Stores the step in this transaction; `false` (nothing written) when the lease is no longer the caller's. */
+  save(step: StepWrite): Promise<boolean>;
+}
+
+/**
+ * Durable steps of lease-mode calls (`step(name, fn)`), kept beside the call's record and deleted
+ * with it. Every write is fenced like the lease's own: it applies only while the record is
+ * `IN_PROGRESS` under the caller's owner token.
+ */
+export interface StepOperations<Tx> {
+  /** The steps stored under the key, in the order they ran, with their liveness by the store's clock. */
+  list(scope: string, key: string): Promise<StepRecord[]>;
+  /** Stores a completed step; `false` (nothing written) when the lease is no longer the caller's. */
+  save(step: StepWrite): Promise<boolean>;
+  /** Deletes the key's steps (left by an earlier call of the key), only for the lease's owner. */
+  clear(owner: LeaseOwner): Promise<void>;
+  /**
+   * Runs `work` in one transaction of the store, committing when it resolves and rolling back when
+   * it throws: the step's record and `work`'s writes through `session.tx` commit together.
+   */
+  transaction<T>(work: (session: StepSession<Tx>) => Promise<T>): Promise<T>;
+}
+
 /**
  * How `runIdempotent` runs with a store when the call does not say: lets a whole store (and every
  * integration using it) default to lease mode.
@@ -145,6 +200,8 @@ export interface Store<Tx = unknown> {
    * an unreachable database surfaces as `IDEMPOTENCY_STORE_UNAVAILABLE`.
    */
   transaction?<T>(work: (session: TransactionSession<Tx>) => Promise<T>): Promise<T>;
+  /** Durable steps of lease-mode calls (a capability `step(name, fn)` needs). */
+  readonly steps?: StepOperations<Tx>;
   /** The mode (and lease) calls use unless they name their own. */
   readonly defaults?: ModeDefaults;
   /**

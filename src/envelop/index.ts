@@ -3,6 +3,7 @@ export { idempotentDirectiveTypeDefs } from './directive.js';
 export { graphqlErrorCodec } from './graphql-error.js';
 export {
   type IdempotencyExtension,
+  type IdempotencyResolverContext,
   type ScopeValue,
   type UseIdempotencyOptions,
   useIdempotency,

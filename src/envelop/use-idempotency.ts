@@ -23,9 +23,11 @@ import { type HeaderValue, parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } 
 import {
   type ErrorCodec,
   type IdempotentResult,
+  type ResolverClaim,
   type RunIdempotentOptions,
   runIdempotent,
 } from '../core/run-idempotent.js';
+import { type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
@@ -143,7 +145,8 @@ const instances = new WeakSet<object>();
  *   runs at most once per key; each such field of an operation claims its own key. Its resolver
  *   runs inside the claim's transaction and finds the transaction client at `context.tx`; under
  *   `@idempotent(mode: LEASE)` (or `mode: 'lease'`) it runs outside any transaction and
- *   `context.tx` is the store's plain client. Selected anywhere but at the root of a mutation
+ *   `context.tx` is the store's plain client, and `context.idempotency.step(name, fn)` runs
+ *   durable steps (`IdempotencyResolverContext`). Selected anywhere but at the root of a mutation
  *   (below another field, or from a query), such a field is refused before anything runs.
  * - **Operation-level:** an `Idempotency-Key` header on a mutation operation claims the whole
  *   operation: it executes inside one transaction and its result is replayed verbatim.
@@ -284,7 +287,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
             input,
             keySource: 'argument',
           },
-          (tx) => resolve(source, args, withTransaction(context, txName, tx), info),
+          (tx, claim) => resolve(source, args, withClaim(context, txName, tx, claim), info),
         );
         state?.fields.set(info.path.key, extensionOf(outcome));
         return outcome.value;
@@ -324,10 +327,10 @@ export function useIdempotency<Context = any, Tx = unknown>({
             error.errors.every((e) => core.replayErrors?.(e.originalError ?? e) ?? false),
           errorCodec: failed,
         },
-        async (tx) => {
+        async (tx, claim) => {
           const result = await execute({
             ...args,
-            contextValue: withTransaction(args.contextValue, txName, tx),
+            contextValue: withClaim(args.contextValue, txName, tx, claim),
           });
           if (isAsyncIterable(result)) {
             await result[Symbol.asyncIterator]().return?.();
@@ -460,6 +463,37 @@ function failedOperationCodec(codec: ErrorCodec): ErrorCodec {
 function withTransaction(context: unknown, txName: string, tx: unknown): object {
   return Object.create((context ?? null) as object | null, {
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
+  });
+}
+
+/** What an idempotent resolver finds at `context.idempotency`. */
+export interface IdempotencyResolverContext<Tx = unknown> {
+  /** The key the field (or the operation) runs under. */
+  key: string;
+  /** The sha256 of the operation and its input, without the key. */
+  fingerprint: string;
+  /** When the key was claimed. */
+  firstSeenAt: Date;
+  /**
+   * Lease mode: `context.idempotency.step(name, fn)` runs `fn` at most once per key and step name
+   * and stores its result before the resolver goes on; a retry after a crash resumes after the
+   * steps that completed. Throws in transactional mode.
+   */
+  step: Step<Tx>;
+}
+
+/**
+ * `withTransaction`, and `idempotency` (the claim and its `step`) on the same context of the
+ * resolver's own: the user's context object is never written to.
+ */
+function withClaim(context: unknown, txName: string, tx: unknown, claim: ResolverClaim<unknown>): object {
+  const { key, fingerprint, firstSeenAt, step = stepsNeedLeaseMode } = claim;
+  const idempotency: IdempotencyResolverContext = { key, fingerprint, firstSeenAt, step };
+  return Object.defineProperty(withTransaction(context, txName, tx), 'idempotency', {
+    value: idempotency,
+    enumerable: true,
+    writable: true,
+    configurable: true,
   });
 }
 

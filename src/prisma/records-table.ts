@@ -3,6 +3,9 @@ import type { PrismaQueryable, Provider } from './client.js';
 /** The table the records live in unless told otherwise. */
 export const RECORDS_TABLE = 'idempotency_records';
 
+/** The durable steps' table, beside the records table. */
+export const STEPS_TABLE = 'idempotency_steps';
+
 /**
  * The records table as SQL for `provider`: `table` (`name` or `schema.name`), in `schema` when it
  * names none. Given a schema or a name, both parts are quoted as written, as Prisma quotes them
@@ -28,6 +31,23 @@ export function recordsTable(provider: Provider, table?: string, schema?: string
  * factory the client was given (as `providerOf` reads `_activeProvider`). `undefined` where it
  * cannot tell; then pass `table: 'schema.idempotency_records'`.
  */
+/**
+ * The tables of a store: the records table (see `recordsTable`) and, in the same schema, the
+ * durable steps' `idempotency_steps`; both quoted, as SQL takes them.
+ */
+export function storeTables(
+  provider: Provider,
+  table?: string,
+  schema?: string,
+): { records: string; steps: string } {
+  const parts = (table ?? RECORDS_TABLE).split('.');
+  const stepsSchema = parts.length === 2 ? parts[0] : schema;
+  return {
+    records: recordsTable(provider, table, schema),
+    steps: recordsTable(provider, stepsSchema === undefined ? STEPS_TABLE : `${stepsSchema}.${STEPS_TABLE}`),
+  };
+}
+
 export function adapterSchemaOf(prisma: PrismaQueryable): string | undefined {
   const { _engineConfig } = prisma as { _engineConfig?: { adapter?: { options?: { schema?: unknown } } } };
   const schema = _engineConfig?.adapter?.options?.schema;

@@ -1,8 +1,10 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
 import { statsQuery, stuckQuery } from './maintenance-sql.js';
-import { adapterSchemaOf, recordsTable } from './records-table.js';
+import { adapterSchemaOf, recordsTable, storeTables } from './records-table.js';
 import { toDate } from './row.js';
+import { textFor } from './sql.js';
+import { stepsOfRecords } from './step-sql.js';
 
 /** Counts over the records table, as the CLI's `stats` shows them. */
 export interface RecordStats {
@@ -63,6 +65,11 @@ export interface StuckRecord {
   /** When the lease ran out; `null` for a record that never had one. */
   lockedUntil: Date | null;
   expiresAt: Date;
+  /**
+   * The durable steps its call completed, in order (`step(name, fn)`): the last one is how far
+   * the call got; the next request with the key resumes after it.
+   */
+  steps: string[];
 }
 
 /**
@@ -78,16 +85,28 @@ export async function stuckRecords(
 ): Promise<StuckRecord[]> {
   const { limit = 100 } = options;
   const provider = options.provider ?? providerOf(prisma);
-  const sql = stuckQuery(provider, limit, recordsTable(provider, options.table, adapterSchemaOf(prisma)));
+  const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
+  const sql = stuckQuery(provider, limit, tables.records);
   const rows = await standalone(prisma, provider, (client) =>
     client.$queryRawUnsafe<Record<string, unknown>[]>(sql),
   );
-  return rows.map((row) => ({
+  const stuck = rows.map((row) => ({
     scope: String(row.scope),
     key: String(row.idempotency_key),
     operation: String(row.operation),
     createdAt: toDate(row.created_at) ?? new Date(0),
     lockedUntil: toDate(row.locked_until),
     expiresAt: toDate(row.expires_at) ?? new Date(0),
+    steps: [] as string[],
   }));
+  if (stuck.length === 0) return stuck;
+  const { text, values } = stepsOfRecords(provider, stuck, tables);
+  const steps = await standalone(prisma, provider, (client) =>
+    client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values),
+  );
+  const byKey = new Map(stuck.map((record) => [`${record.scope}\u0000${record.key}`, record]));
+  for (const step of steps) {
+    byKey.get(`${String(step.scope)}\u0000${String(step.idempotency_key)}`)?.steps.push(String(step.name));
+  }
+  return stuck;
 }

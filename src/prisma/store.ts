@@ -6,6 +6,7 @@ import type {
   ClaimOutcome,
   LeaseOperations,
   ModeDefaults,
+  StepOperations,
   Store,
   TransactionSession,
 } from '../core/store.js';
@@ -19,9 +20,10 @@ import {
 } from './client.js';
 import { retryingTransaction, standalone, unavailableOnConnectionError } from './database-errors.js';
 import { recordStatements } from './record-sql.js';
-import { adapterSchemaOf, recordsTable } from './records-table.js';
+import { adapterSchemaOf, storeTables } from './records-table.js';
 import { toDate, toRecord } from './row.js';
 import { type Sql, textFor } from './sql.js';
+import { stepStatements } from './step-sql.js';
 
 /** `VARCHAR(255)` in the MySQL migration (an index limit). */
 const MYSQL_KEY_COLUMN = 255;
@@ -77,10 +79,8 @@ export function prismaStore<Client extends PrismaClientLike>(
 ): PrismaStore<TransactionClientOf<Client>> {
   type Tx = TransactionClientOf<Client>;
   const provider = options.provider ?? providerOf(prisma);
-  const statements = recordStatements(
-    provider,
-    recordsTable(provider, options.table, adapterSchemaOf(prisma)),
-  );
+  const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
+  const statements = recordStatements(provider, tables.records);
   const transactionOptions = { maxWait: 5_000, timeout: 15_000, ...options.transaction };
   const maxRetries = options.maxRetries ?? 3;
   const serializer = options.serializer ?? superjsonSerializer({ Decimal });
@@ -133,6 +133,7 @@ export function prismaStore<Client extends PrismaClientLike>(
     },
 
     lease: leaseOperations(),
+    steps: stepOperations(),
   };
   return options.localCache ? withLocalCache(store, options.localCache) : store;
 
@@ -190,6 +191,40 @@ export function prismaStore<Client extends PrismaClientLike>(
           completedTimes(client, statements.leaseComplete(completion), completion.scope, completion.key),
         ),
       release: (owner) => changed(statements.leaseRelease(owner)),
+    };
+  }
+
+  /** Steps in `idempotency_steps`: each write one statement, fenced by the record's owner token. */
+  function stepOperations(): StepOperations<Tx> {
+    const steps = stepStatements(provider, tables);
+    return {
+      async list(scope, key) {
+        storable(scope, key);
+        const found = await unavailableOnConnectionError(() => rows(prisma, steps.list(scope, key)));
+        return found.map((row) => ({
+          name: String(row.name),
+          position: Number(row.ordinal),
+          fingerprint: String(row.fingerprint),
+          result: String(row.result),
+          resultIsError: row.result_is_error === true || Number(row.result_is_error) === 1,
+          completedAt: toDate(row.created_at) ?? new Date(0),
+          liveForMs: row.live_for_ms === null || row.live_for_ms === undefined ? 0 : Number(row.live_for_ms),
+        }));
+      },
+      save: (step) => committed((client) => changes(client, steps.save(step))).then((count) => count > 0),
+      async clear(owner) {
+        await committed((client) => changes(client, steps.clear(owner)));
+      },
+      transaction: (work) =>
+        retryingTransaction(
+          (inside) =>
+            prisma.$transaction(
+              (tx: Tx & PrismaQueryable) =>
+                inside(() => work({ tx, save: async (step) => (await changes(tx, steps.save(step))) > 0 })),
+              transactionOptions,
+            ),
+          { maxRetries, busyWaitMs: transactionOptions.maxWait },
+        ),
     };
   }
 

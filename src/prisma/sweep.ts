@@ -1,7 +1,8 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
 import { sweepStatement } from './maintenance-sql.js';
-import { adapterSchemaOf, recordsTable } from './records-table.js';
+import { adapterSchemaOf, storeTables } from './records-table.js';
+import { stepSweepStatement } from './step-sql.js';
 
 /** Options of `sweepExpired`. */
 export interface SweepOptions {
@@ -35,7 +36,8 @@ export interface SweepProgress {
 }
 
 /**
- * Deletes expired records in bounded batches and returns how many it deleted. A record still
+ * Deletes expired records in bounded batches and returns how many it deleted, then the durable
+ * steps whose record is gone (not counted). A record still
  * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
  * Expiry and leases are judged by the database's clock, whatever this process's clock says.
  * Runs on any client with raw queries (`$executeRawUnsafe`); safe to run on several servers at
@@ -45,8 +47,8 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   const { batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY, signal, onBatch } = options;
   if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
   const provider = options.provider ?? providerOf(prisma);
-  const table = recordsTable(provider, options.table, adapterSchemaOf(prisma));
-  const statement = sweepStatement(provider, batchSize, table);
+  const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
+  const statement = sweepStatement(provider, batchSize, tables.records);
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
     const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
@@ -58,7 +60,31 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     // any I/O wait, and an in-process sweep would otherwise hold up requests (and signals).
     await new Promise((resolve) => setImmediate(resolve));
   }
+  await sweepSteps(
+    prisma,
+    provider,
+    stepSweepStatement(provider, batchSize, tables),
+    batchSize,
+    maxBatches,
+    signal,
+  );
   return deleted;
+}
+
+/** Deletes the steps whose record is gone, in the same bounded batches (not counted). */
+async function sweepSteps(
+  prisma: PrismaQueryable,
+  provider: Provider,
+  statement: string,
+  batchSize: number,
+  maxBatches: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
+    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
+    if (count < batchSize) break;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
 /** Options of `startSweeper`. */

@@ -19,6 +19,7 @@ export const trpcCodeOf: Readonly<Record<IdempotencyErrorCode, TRPC_ERROR_CODE_K
   IDEMPOTENCY_STORE_UNAVAILABLE: 'SERVICE_UNAVAILABLE',
   IDEMPOTENCY_TRANSACTION_EXPIRED: 'SERVICE_UNAVAILABLE',
   IDEMPOTENCY_OUTCOME_UNKNOWN: 'INTERNAL_SERVER_ERROR',
+  IDEMPOTENCY_STEP_DIVERGED: 'INTERNAL_SERVER_ERROR',
 };
 
 /** The `TRPCError` a client receives for an idempotency error; the original is its `cause`. */

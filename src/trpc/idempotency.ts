@@ -3,6 +3,7 @@ import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.j
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
+import { type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
 import {
@@ -14,7 +15,7 @@ import {
 } from './http-context.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
-export interface IdempotencyContext {
+export interface IdempotencyContext<Tx = unknown> {
   /** The key the call runs under. */
   key: string;
   /**
@@ -26,6 +27,13 @@ export interface IdempotencyContext {
   fingerprint: string;
   /** When the key was claimed. */
   firstSeenAt: Date;
+  /**
+   * Lease mode: `ctx.idempotency.step(name, fn)` runs `fn` at most once per key and step name and
+   * stores its result before the resolver goes on; a retry after a crash resumes after the steps
+   * that completed. `fn` gets the step's own stable `key` for the external API. Throws in
+   * transactional mode.
+   */
+  step: Step<Tx>;
 }
 
 /** Per-procedure policy, set with `.meta({ idempotency: { … } })`; it overrides the middleware's options. */
@@ -73,7 +81,7 @@ export interface IdempotencyMeta {
  */
 export type IdempotencyContextOverrides<Tx, TxName extends string = 'tx'> = {
   [Name in TxName]: Tx;
-} & { idempotency: IdempotencyContext | null };
+} & { idempotency: IdempotencyContext<Tx> | null };
 
 /** What `scope` receives. */
 export interface ScopeOptions<Ctx> {
@@ -181,7 +189,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
     ...core
   } = options;
   type Result = Awaited<ReturnType<IdempotencyMiddleware<Ctx, Tx, TxName>>>;
-  const contextOf = (tx: Tx, idempotency: IdempotencyContext | null) =>
+  const contextOf = (tx: Tx, idempotency: IdempotencyContext<Tx> | null) =>
     ({ [txName]: tx, idempotency }) as IdempotencyContextOverrides<Tx, TxName>;
   /** Errors of a misplaced middleware: never stored for replay, whatever `replayErrors` says. */
   const misplaced = new WeakSet<object>();
@@ -244,8 +252,8 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           },
         },
         async (tx, claim) => {
-          const { fingerprint, firstSeenAt } = claim;
-          const context = contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt });
+          const { fingerprint, firstSeenAt, step = stepsNeedLeaseMode } = claim;
+          const context = contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt, step });
           const result =
             fingerprintInput === 'raw'
               ? await opts.next({ ctx: context })

@@ -14,7 +14,13 @@ import {
   stuckKeys,
   unsweptKeys,
 } from '../helpers/record-states.js';
-import { copyRecordsTable, countRecords, insertRecords, type RecordRow } from '../helpers/records.js';
+import {
+  copyRecordsTable,
+  countRecords,
+  insertRecords,
+  insertSteps,
+  type RecordRow,
+} from '../helpers/records.js';
 import { sqliteTimestampFormats, writeRecordsAs } from '../helpers/sqlite-timestamps.js';
 
 interface Outcome {
@@ -161,6 +167,8 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
         expiresAt: at('2100-01-01T00:00:00Z'),
       },
     ]);
+    await insertSteps(prisma, provider, 'b', 'stuck', ['reserve', 'charge']);
+    await insertSteps(prisma, provider, 'b', 'running', ['reserve']);
     const { code, stdout } = await cli(['stuck', '--json', '--database-url', url]);
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toEqual([
@@ -171,8 +179,11 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
         createdAt: '2020-01-03T00:00:00.000Z',
         lockedUntil: lockedUntil.toISOString(),
         expiresAt: '2100-01-01T00:00:00.000Z',
+        steps: ['reserve', 'charge'],
       },
     ]);
+    const table = await cli(['stuck', '--database-url', url]);
+    expect(table.stdout).toMatch(/^b\tstuck\ttest\.op\t.*\treached step 2 "charge"$/m);
   });
   it.each([
     ['a day behind', -DAY],

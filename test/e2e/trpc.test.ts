@@ -264,6 +264,7 @@ describeEachDatabase('tRPC createPayment', (db) => {
       | 'IDEMPOTENCY_STORE_UNAVAILABLE'
       | 'IDEMPOTENCY_TRANSACTION_EXPIRED'
       | 'IDEMPOTENCY_OUTCOME_UNKNOWN'
+      | 'IDEMPOTENCY_STEP_DIVERGED'
       | null
     >();
     expectTypeOf<Payment['amount']>().toEqualTypeOf<Decimal>();

@@ -10,24 +10,30 @@ const earlier = {
 };
 
 /**
- * Time passing for one scope's records in `table` (SQL), as the database sees it: every stored
- * time moves back by `ms`, which is what the database's clock moving forward by `ms` means to them.
- * The conformance suite's `travel`.
+ * Time passing for one scope's records in `table` and its durable steps (in `idempotency_steps`
+ * beside it), as the database sees it: every stored time moves back by `ms`, which is what the
+ * database's clock moving forward by `ms` means to them. The conformance suite's `travel`.
  */
 export function recordTravel(
   prisma: PrismaQueryable,
   provider: TestDatabase['provider'],
   table = 'idempotency_records',
 ) {
+  const schema = table.includes('.') ? `${table.slice(0, table.lastIndexOf('.'))}.` : '';
+  const tables = {
+    [table]: ['created_at', 'completed_at', 'expires_at', 'locked_until'],
+    [`${schema}idempotency_steps`]: ['created_at', 'expires_at'],
+  };
   return async (scope: string, ms: number): Promise<void> => {
     const shift = earlier[provider];
-    const columns = ['created_at', 'completed_at', 'expires_at', 'locked_until'];
-    const set = columns.map((column) => `${column} = ${shift(column)}`).join(', ');
-    let sql = `UPDATE ${table} SET ${set} WHERE scope = ?`;
-    if (provider === 'postgresql') {
-      let n = 0;
-      sql = sql.replace(/\?/g, () => `$${++n}`);
+    for (const [name, columns] of Object.entries(tables)) {
+      const set = columns.map((column) => `${column} = ${shift(column)}`).join(', ');
+      let sql = `UPDATE ${name} SET ${set} WHERE scope = ?`;
+      if (provider === 'postgresql') {
+        let n = 0;
+        sql = sql.replace(/\?/g, () => `$${++n}`);
+      }
+      await prisma.$executeRawUnsafe(sql, ...columns.map(() => ms), scope);
     }
-    await prisma.$executeRawUnsafe(sql, ...columns.map(() => ms), scope);
   };
 }

@@ -5,9 +5,13 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   IdempotencyLeaseLostError,
+  IdempotencyStepDivergedError,
+  type ResolverClaim,
   type RunIdempotentOptions,
   runIdempotent,
+  type Step,
   type Store,
+  stepKey,
 } from '../../src/index.js';
 import { uniqueScope } from './databases.js';
 import { gate } from './gate.js';
@@ -376,6 +380,234 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
             ttlMs: 1,
           }),
         ).toBeNull();
+      });
+    });
+
+    describe('durable steps (lease mode)', () => {
+      /** A three-step mutation whose steps count their runs; `crashAfter` makes it fail after that step. */
+      function checkout(names = ['reserve', 'charge', 'ship']) {
+        const runs: Record<string, number> = {};
+        const keys: Record<string, string[]> = {};
+        const resolver =
+          (crashAfter?: string, order = names) =>
+          async (_tx: unknown, claim: ResolverClaim<unknown>) => {
+            const step = claim.step as Step<unknown>;
+            const done: unknown[] = [];
+            for (const name of order) {
+              done.push(
+                await step(name, ({ key }) => {
+                  runs[name] = (runs[name] ?? 0) + 1;
+                  keys[name] = [...(keys[name] ?? []), key];
+                  return { name, at: new Date(runs[name]) };
+                }),
+              );
+              if (name === crashAfter) throw new Error(`crash after ${name}`);
+            }
+            return done;
+          };
+        return { runs, keys, resolver };
+      }
+
+      it('resumes after the stored steps: each step runs once, and a later retry replays the result', async () => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, 'lease');
+        const { runs, keys, resolver } = checkout();
+        await expect(runIdempotent(options, resolver('charge'))).rejects.toThrow('crash after charge');
+        // The claim stays (its lease ended) so that the retry resumes instead of starting again.
+        expect(await options.store.find(scope, 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+        const resumed = await runIdempotent(options, resolver());
+        expect(resumed.replayed).toBe(false);
+        expect(resumed.value).toEqual([
+          { name: 'reserve', at: new Date(1) },
+          { name: 'charge', at: new Date(1) },
+          { name: 'ship', at: new Date(1) },
+        ]);
+        await expect(runIdempotent(options, resolver())).resolves.toMatchObject({
+          replayed: true,
+          value: resumed.value,
+        });
+        expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+        expect(keys.charge).toEqual([stepKey(scope, 'k-1', 'charge')]);
+        expect(types()).toEqual(['claimed', 'released', 'expired_takeover', 'completed', 'replayed']);
+      });
+
+      it('resumes a call whose lease ran out (its process died) on another server', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { leaseMs: 5_000 });
+        const { runs, resolver } = checkout();
+        const died = gate();
+        const stuck = runIdempotent(options, async (_tx, claim) => {
+          await claim.step?.('reserve', () => {
+            runs.reserve = 1;
+          });
+          await claim.step?.('charge', () => {
+            runs.charge = 1;
+          });
+          await died.opened; // never resumes: the process is gone
+          return 'never';
+        });
+        await vi.waitFor(() => expect(runs).toEqual({ reserve: 1, charge: 1 }));
+        await target().travel(scope, 6_000);
+        const other = { ...options, store: onAnotherServer(options.store) };
+        await expect(runIdempotent(other, resolver())).resolves.toMatchObject({ replayed: false });
+        expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+        died.open();
+        await expect(stuck).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+      });
+
+      it('hands each step a key of its own, the same on every attempt', () => {
+        const key = stepKey('alice', 'k-1', 'charge');
+        expect(key).toMatch(/^[0-9a-f]{64}$/);
+        expect(stepKey('alice', 'k-1', 'charge')).toBe(key);
+        expect(
+          new Set([
+            key,
+            stepKey('alice', 'k-1', 'ship'),
+            stepKey('bob', 'k-1', 'charge'),
+            stepKey('alice', 'k-2', 'charge'),
+            stepKey('alice', 'k-1charge', ''),
+          ]).size,
+        ).toBe(5);
+      });
+
+      it('fails a retry whose steps diverge from the stored ones, and stores nothing', async () => {
+        const scope = uniqueScope();
+        // Even with every error replayable, a divergence is not the call's outcome.
+        const { options } = call(scope, 'lease', { replayErrors: () => true });
+        const { runs, resolver } = checkout();
+        const crash = Object.assign(new Error('gateway down'), { transient: true });
+        const failing = runIdempotent({ ...options, replayErrors: (e) => e !== crash }, async (tx, claim) => {
+          await resolver()(tx, claim);
+          throw crash;
+        });
+        await expect(failing).rejects.toBe(crash);
+        await expect(runIdempotent(options, resolver(undefined, ['reserve', 'ship']))).rejects.toBeInstanceOf(
+          IdempotencyStepDivergedError,
+        );
+        expect(await options.store.steps!.list(scope, 'k-1')).toHaveLength(3);
+        expect(await options.store.find(scope, 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+        await expect(runIdempotent(options, resolver())).resolves.toMatchObject({ replayed: false });
+        expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+      });
+
+      it('refuses a step name used twice in one call', async () => {
+        const { options } = call(uniqueScope(), 'lease');
+        const fn = vi.fn(() => 'ran');
+        const error = await runIdempotent(options, async (_tx, { step }) => {
+          await step!('charge', fn);
+          return step!('charge', fn);
+        }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdempotencyStepDivergedError);
+        expect(fn).toHaveBeenCalledTimes(1);
+      });
+
+      it('stores a step error that replayErrors accepts and replays it without running the step', async () => {
+        const scope = uniqueScope();
+        const replayErrors = (error: unknown) => (error as { code?: string }).code === 'CARD_DECLINED';
+        const { options } = call(scope, 'lease', { replayErrors });
+        const charge = vi.fn(() => {
+          throw Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+        });
+        const resolver = async (_tx: unknown, { step }: ResolverClaim<unknown>) => {
+          const outcome = await step!('charge', charge).catch((e: Error) => e.message);
+          await step!('notify', () => {
+            throw new Error('mail server down'); // not replayable: the call can be retried
+          });
+          return outcome;
+        };
+        await expect(runIdempotent(options, resolver)).rejects.toThrow('mail server down');
+        await expect(runIdempotent(options, resolver)).rejects.toThrow('mail server down');
+        expect(charge).toHaveBeenCalledTimes(1);
+        const [stored] = await options.store.steps!.list(scope, 'k-1');
+        expect(stored).toMatchObject({ name: 'charge', position: 0, resultIsError: true });
+      });
+
+      it('keeps a transactional step with its result and replays it', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease');
+        const fn = vi.fn(({ tx }: { tx: unknown }) => ({ id: 7, hasTx: tx !== null }));
+        const failing = vi.fn(() => {
+          throw new Error('rolled back');
+        });
+        const resolver =
+          (crash: boolean) =>
+          async (_tx: unknown, { step }: ResolverClaim<unknown>) => {
+            const order = await step!('order', fn, { transactional: true });
+            if (crash) await step!('fails', failing, { transactional: true });
+            return order;
+          };
+        await expect(runIdempotent(options, resolver(true))).rejects.toThrow('rolled back');
+        expect((await options.store.steps!.list(scope, 'k-1')).map((s) => s.name)).toEqual(['order']);
+        await expect(runIdempotent(options, resolver(false))).resolves.toMatchObject({ value: { id: 7 } });
+        expect(fn).toHaveBeenCalledTimes(1);
+      });
+
+      it('refuses a stale owner’s step writes (fencing) and lets only the owner clear steps', async () => {
+        const scope = uniqueScope();
+        const store = target().store();
+        const claim = {
+          scope,
+          key: 'k',
+          operation: 'op',
+          fingerprint: 'f'.repeat(64),
+          ttlMs: 60_000,
+          ownerToken: 'a'.repeat(64),
+          leaseMs: 5_000,
+        };
+        const a = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
+        const b = { scope, key: 'k', ownerToken: 'b'.repeat(64) };
+        const step = (name: string, position: number) => ({
+          name,
+          position,
+          fingerprint: 'f'.repeat(64),
+          result: `"${name}"`,
+          resultIsError: false,
+          ttlMs: 60_000,
+        });
+        await store.lease.claim(claim);
+        expect(await store.steps!.save({ ...a, ...step('reserve', 0) })).toBe(true);
+        expect(await store.steps!.save({ ...b, ...step('charge', 1) })).toBe(false);
+        await store.steps!.clear(b);
+        const [kept, ...rest] = await store.steps!.list(scope, 'k');
+        expect(rest).toEqual([]);
+        expect(kept).toMatchObject({
+          name: 'reserve',
+          position: 0,
+          result: '"reserve"',
+          resultIsError: false,
+        });
+        expect(kept!.liveForMs).toBeGreaterThan(55_000);
+        await target().travel(scope, 6_000);
+        expect(await store.lease.claim({ ...claim, ownerToken: b.ownerToken })).toMatchObject({
+          tookOver: true,
+        });
+        expect(await store.steps!.save({ ...a, ...step('charge', 1) })).toBe(false);
+        await store.steps!.clear(a);
+        expect(await store.steps!.list(scope, 'k')).toHaveLength(1);
+        expect(await store.steps!.save({ ...b, ...step('charge', 1) })).toBe(true);
+        expect((await store.steps!.list(scope, 'k')).map((s) => s.name)).toEqual(['reserve', 'charge']);
+        await store.steps!.clear(b);
+        expect(await store.steps!.list(scope, 'k')).toEqual([]);
+      });
+
+      it('runs the steps again for another input or once the record expired', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { ttlMs: 60_000 });
+        const { runs, resolver } = checkout();
+        await expect(runIdempotent(options, resolver('charge'))).rejects.toThrow();
+        // Another input takes over the ended lease: the steps are not its own.
+        const other = { ...options, input: { amount: 11 } };
+        await expect(runIdempotent(other, resolver())).resolves.toMatchObject({ replayed: false });
+        expect(runs).toEqual({ reserve: 2, charge: 2, ship: 1 });
+        await target().travel(scope, 61_000);
+        await expect(runIdempotent(other, resolver())).resolves.toMatchObject({ replayed: false });
+        expect(runs).toEqual({ reserve: 3, charge: 3, ship: 2 });
+      });
+
+      it('offers no steps in transactional mode', async () => {
+        const { options } = call(uniqueScope(), 'transactional');
+        const { value } = await runIdempotent(options, async (_tx, claim) => claim.step === undefined);
+        expect(value).toBe(true);
       });
     });
   });

@@ -11,7 +11,8 @@ describeEachDatabase('prismaStore', (db) => {
   });
   afterAll(() => prisma?.$disconnect());
 
-  // A store a call: each plays another server on the same database.
+  // A store a call: each plays another server on the same database. Time passes for a scope's
+  // records and steps as the database sees it (their stored times move back).
   runStoreConformance(db.name, () => ({
     store: () => prismaStore(prisma) as PrismaStore<unknown>,
     travel: recordTravel(prisma, db.provider),

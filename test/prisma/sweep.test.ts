@@ -17,7 +17,7 @@ import {
   stuckKeys,
   unsweptKeys,
 } from '../helpers/record-states.js';
-import { countRecords, insertRecords } from '../helpers/records.js';
+import { countRecords, insertRecords, insertSteps } from '../helpers/records.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -80,6 +80,24 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect(batches).toEqual([...Array(10).fill(1_000), 0]);
     expect(await countRecords(prisma, db.provider, scope)).toBe(25);
     expect((await storedKeys(prisma)).filter((key) => key.startsWith('expired-'))).toEqual([]);
+  });
+
+  it('deletes the durable steps of the records it sweeps with them, in batches, and keeps the others', async () => {
+    const scope = uniqueScope('sweep');
+    const now = await databaseNow(prisma, db.provider);
+    await insertRecords(prisma, db.provider, [
+      { scope, key: 'expired', expiresAt: hourAgo() },
+      { scope, key: 'live', expiresAt: new Date(now + DAY) },
+    ]);
+    for (const key of ['expired', 'live']) {
+      await insertSteps(prisma, db.provider, scope, key, ['reserve', 'charge', 'ship']);
+    }
+    expect(await sweepExpired(prisma, { batchSize: 2 })).toBe(1);
+    const left = await prisma.$queryRawUnsafe<{ idempotency_key: string }[]>(
+      `SELECT idempotency_key FROM idempotency_steps WHERE scope = ${db.provider === 'postgresql' ? '$1' : '?'}`,
+      scope,
+    );
+    expect(left.map((row) => row.idempotency_key)).toEqual(['live', 'live', 'live']);
   });
 
   it('stops after maxBatches, and at once when its signal is aborted', async () => {
@@ -229,6 +247,7 @@ describeEachDatabase('sweepExpired', (shared) => {
         createdAt: at('1990-01-02T00:00:00Z'),
         lockedUntil: at('2002-05-31T00:00:00Z'),
         expiresAt: at('2100-01-01T00:00:00Z'),
+        steps: [],
       },
     ]);
   });

@@ -90,6 +90,7 @@ describe('idempotency() through createCaller', () => {
       replayed: false,
       fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/),
       firstSeenAt: expect.any(Date),
+      step: expect.any(Function),
     });
   });
 
@@ -715,7 +716,7 @@ describe('idempotency() types', () => {
       .use(idempotency({ store, scope: ({ ctx }) => ctx.user.id }))
       .mutation(({ ctx, input }) => {
         expectTypeOf(ctx.tx).toEqualTypeOf<{ payment: { create: (amount: string) => { amount: string } } }>();
-        expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext | null>();
+        expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext<typeof ctx.tx> | null>();
         expectTypeOf(ctx.user).toEqualTypeOf<{ id: string }>();
         expectTypeOf(input).toEqualTypeOf<{ amount: string; currency: string }>();
         return ctx.tx.payment.create(input.amount);
@@ -764,7 +765,7 @@ describe('idempotency() types', () => {
       )
       .mutation(({ ctx }) => {
         expectTypeOf(ctx.user).toEqualTypeOf<{ id: string }>();
-        expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext | null>();
+        expectTypeOf(ctx.idempotency?.key).toEqualTypeOf<string | undefined>();
         return ctx.user.id;
       });
     // Before the narrowing, `ctx.user` may still be null.

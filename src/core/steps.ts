@@ -1,0 +1,243 @@
+import { createHash } from 'node:crypto';
+import { type Call, storedErrorText, storedText } from './call.js';
+import {
+  IdempotencyLeaseLostError,
+  IdempotencyOutcomeUnknownError,
+  IdempotencyStepDivergedError,
+  isIdempotencyError,
+} from './errors.js';
+import type { LeaseOwner, StepOperations, StepRecord, StepWrite } from './store.js';
+
+/** What a step's `fn` receives. */
+export interface StepContext<Tx> {
+  /**
+   * A key of the step's own, the same on every attempt of the call (derived from its scope, key
+   * and the step's name): pass it to the external API as its idempotency key, so that a step that
+   * ran but crashed before its record was stored is deduplicated there.
+   */
+  key: string;
+  /** The step's name. */
+  name: string;
+  /**
+   * The store's plain client; in a transactional step, the interactive transaction in which the
+   * step's record is stored (its writes commit with the record, or roll back with it).
+   */
+  tx: Tx;
+}
+
+/** Options of one step. */
+export interface StepOptions {
+  /**
+   * Run `fn` in one store transaction with the step's record: an atomic phase for writes to the
+   * database. `fn` may run again if the transaction hits a write conflict: keep effects outside the
+   * database out of it.
+   * @default false
+   */
+  transactional?: boolean;
+}
+
+/**
+ * `step(name, fn)`: runs `fn` at most once per `(scope, key, name)` and stores its result under
+ * the key before the resolver goes on; a retry (or a takeover of a lease that ran out) gets the
+ * stored result without running `fn`. Steps must run one at a time, in the same order with the
+ * same names on every attempt.
+ */
+export type Step<Tx> = <R>(
+  name: string,
+  fn: (step: StepContext<Tx>) => Promise<R> | R,
+  options?: StepOptions,
+) => Promise<R>;
+
+/** `step` where there are no steps: transactional mode, where the resolver commits or rolls back as one. */
+export const stepsNeedLeaseMode: Step<never> = async (name) => {
+  throw new TypeError(
+    `step("${name}") needs lease mode (mode: 'lease'): in transactional mode the whole resolver commits or rolls back as one`,
+  );
+};
+
+/** The stable key `fn` gets for step `name` of `(scope, key)`: 64 hex characters. */
+export function stepKey(scope: string, key: string, name: string): string {
+  return createHash('sha256')
+    .update(JSON.stringify(['idempotent-mutations/step', scope, key, name]))
+    .digest('hex');
+}
+
+/**
+ * The steps of one lease-mode call. The key's stored steps are read at the first step: a call
+ * that took over a lease that ran out resumes from them (when they are its own: same input, still
+ * live, in order); any other call clears them and starts afresh.
+ */
+export class StepJournal<T, Tx> {
+  private stored: StepRecord[] | undefined;
+  private next = 0;
+  private running = false;
+  private finished = false;
+  private saving = false;
+  private readonly names = new Set<string>();
+  /** Errors raised here rather than by `fn`: never stored as a step's or the call's result. */
+  private readonly ours = new WeakSet<object>();
+
+  constructor(
+    private readonly call: Call<T, Tx>,
+    private readonly owner: LeaseOwner,
+    /** Whether the call took over a record that was no longer live (whose steps it may resume). */
+    private readonly resumes: boolean,
+  ) {}
+
+  /** Whether the key holds steps (or a step write was tried): its claim must stay for a retry to resume. */
+  get holdsSteps(): boolean {
+    return this.saving || (this.stored?.length ?? 0) > 0;
+  }
+
+  /** Whether the journal itself raised `error` (a divergence, a lease lost): not the resolver's outcome. */
+  raised(error: unknown): boolean {
+    return typeof error === 'object' && error !== null && this.ours.has(error);
+  }
+
+  /** The resolver has returned: later steps are refused. */
+  finish(): void {
+    this.finished = true;
+  }
+
+  readonly step: Step<Tx> = async (name, fn, options = {}) => {
+    if (typeof name !== 'string' || name.length === 0 || name.length > 255) {
+      throw new TypeError('A step name must be a string of 1 to 255 characters');
+    }
+    if (this.finished) throw new Error(`step("${name}") was called after the resolver returned`);
+    if (this.running) {
+      throw new Error(`step("${name}") started while another step ran: await each step before the next`);
+    }
+    const steps = this.call.store.steps;
+    if (!steps) throw new TypeError('This store keeps no steps: step() needs a store with `steps`');
+    this.running = true;
+    try {
+      if (this.names.has(name)) {
+        throw this.raise(
+          new IdempotencyStepDivergedError(
+            `The step "${name}" ran twice in one call: give each step a name of its own`,
+          ),
+        );
+      }
+      this.names.add(name);
+      const position = this.next++;
+      const done = (await this.load(steps))[position];
+      if (!done) return await this.run(steps, name, position, fn, options);
+      if (done.name !== name) {
+        throw this.raise(
+          new IdempotencyStepDivergedError(
+            `Step ${position + 1} of this call is "${name}", but the attempt that stored its steps ran "${done.name}" there: steps must run in the same order with the same names on every attempt. Nothing was stored`,
+          ),
+        );
+      }
+      const value = this.call.serializer.deserialize(done.result);
+      if (done.resultIsError) throw this.call.errorCodec.decode(value);
+      return value as Awaited<ReturnType<typeof fn>>;
+    } finally {
+      this.running = false;
+    }
+  };
+
+  /** The key's stored steps this call may replay: its own after a takeover, else none (cleared). */
+  private async load(steps: StepOperations<Tx>): Promise<StepRecord[]> {
+    if (this.stored) return this.stored;
+    const { scope, key } = this.owner;
+    const found = await steps.list(scope, key);
+    const fingerprint = this.call.request.fingerprint;
+    const own =
+      this.resumes &&
+      found.every((step, i) => step.position === i && step.fingerprint === fingerprint && step.liveForMs > 0);
+    if (own) this.stored = found;
+    else {
+      // Left by an earlier call of the key (another input, or one whose record expired).
+      if (found.length > 0) await steps.clear(this.owner);
+      this.stored = [];
+    }
+    return this.stored;
+  }
+
+  private async run<R>(
+    steps: StepOperations<Tx>,
+    name: string,
+    position: number,
+    fn: (step: StepContext<Tx>) => Promise<R> | R,
+    options: StepOptions,
+  ): Promise<R> {
+    const { call, owner } = this;
+    const context = { key: stepKey(owner.scope, owner.key, name), name };
+    const write = (result: string, resultIsError: boolean): StepWrite => ({
+      ...owner,
+      name,
+      position,
+      fingerprint: call.request.fingerprint,
+      result,
+      resultIsError,
+      ttlMs: call.ttlMs,
+    });
+    try {
+      if (options.transactional) {
+        const { value, stored } = await steps.transaction(async (session) => {
+          const value = await fn({ ...context, tx: session.tx });
+          const stored = write(storedText(call.serializer, value, call.maxResultBytes), false);
+          this.saving = true;
+          if (!(await session.save(stored))) throw this.leaseLost();
+          return { value, stored };
+        });
+        this.remember(stored);
+        return value;
+      }
+      const value = await fn({ ...context, tx: call.store.lease.client });
+      // A result that cannot be stored fails here; the step runs again on a retry, with its key.
+      await this.save(steps, write(storedText(call.serializer, value, call.maxResultBytes), false));
+      return value;
+    } catch (error) {
+      if (this.raised(error) || isIdempotencyError(error) || !call.replayErrors(error)) throw error;
+      // A replayable error (a declined card) is the step's outcome: replayed to every retry.
+      const stored = storedErrorText(call, error);
+      if (stored !== undefined) await this.save(steps, write(stored, true));
+      throw error;
+    }
+  }
+
+  /** Stores a step that ran; past this point its effects have happened. */
+  private async save(steps: StepOperations<Tx>, step: StepWrite): Promise<void> {
+    this.saving = true;
+    let saved: boolean;
+    try {
+      saved = await steps.save(step);
+    } catch (cause) {
+      this.call.emit('outcome_unknown');
+      throw this.raise(
+        new IdempotencyOutcomeUnknownError(
+          `The step "${step.name}" ran, but its result could not be stored; its effects may have happened. A retry runs it again with the same step key`,
+          { cause },
+        ),
+      );
+    }
+    if (!saved) throw this.leaseLost();
+    this.remember(step);
+  }
+
+  private remember(step: StepWrite): void {
+    const { name, position, fingerprint, result, resultIsError } = step;
+    this.stored?.push({
+      name,
+      position,
+      fingerprint,
+      result,
+      resultIsError,
+      completedAt: new Date(),
+      liveForMs: 1,
+    });
+  }
+
+  /** Another request took the key over: this call stops before its next step. */
+  private leaseLost(): IdempotencyLeaseLostError {
+    this.call.emit('fenced');
+    return this.raise(new IdempotencyLeaseLostError(0));
+  }
+
+  private raise<E extends Error>(error: E): E {
+    this.ours.add(error);
+    return error;
+  }
+}

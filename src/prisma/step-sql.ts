@@ -1,0 +1,101 @@
+import type { LeaseOwner, StepWrite } from '../core/store.js';
+import type { Provider } from './client.js';
+import { databaseClock } from './database-clock.js';
+import { raw, type Sql, sql } from './sql.js';
+
+/** The tables steps are kept in and fenced against. */
+export interface StepTables {
+  /** @default 'idempotency_steps' */
+  steps?: string;
+  /** The records the steps belong to. @default 'idempotency_records' */
+  records?: string;
+}
+
+/** The statements a store runs on `idempotency_steps`, per database; no Prisma in sight. */
+export interface StepStatements {
+  /** A key's steps in the order they ran, with `live_for_ms` by the database's clock. */
+  list(scope: string, key: string): Sql;
+  /**
+   * Inserts a step only while its record is `IN_PROGRESS` under the owner's token: 1 row, or 0.
+   * The record's row is read with a lock, so a takeover cannot commit between the check and this
+   * statement's commit (or the transaction's, for a transactional step).
+   */
+  save(step: StepWrite): Sql;
+  /** Deletes the key's steps, only while the owner holds the record. */
+  clear(owner: LeaseOwner): Sql;
+}
+
+/**
+ * Builds the step statements for one database. Times are the database's, like the records'.
+ * Table names are trusted SQL (the store's options), never a request's input.
+ */
+export function stepStatements(provider: Provider, tables: StepTables = {}): StepStatements {
+  const mysql = provider === 'mysql';
+  const postgres = provider === 'postgresql' || provider === 'cockroachdb';
+  const steps = raw(tables.steps ?? 'idempotency_steps');
+  const records = raw(tables.records ?? 'idempotency_records');
+  const clock = databaseClock(provider);
+  const now = raw(clock.now);
+  const inMs = (ms: number) => raw(clock.nowPlusMs, [ms]);
+  const exact = raw(mysql ? ' COLLATE utf8mb4_bin' : '');
+  const where = (scope: string, key: string) =>
+    sql`scope = ${scope}${exact} AND idempotency_key = ${key}${exact}`;
+  const owned = ({ scope, key, ownerToken }: LeaseOwner) =>
+    sql`${where(scope, key)} AND owner_token = ${ownerToken} AND status = 'IN_PROGRESS'`;
+  const bool = (value: boolean) => raw(postgres ? String(value) : value ? '1' : '0');
+  const integer = (value: number) => (mysql ? sql`CAST(${value} AS SIGNED)` : sql`CAST(${value} AS INTEGER)`);
+  // SQLite has one writer; MySQL/MariaDB's INSERT … SELECT share-locks the rows it reads.
+  const lock = raw(postgres ? ' FOR SHARE' : '');
+
+  return {
+    list: (scope, key) =>
+      sql`SELECT name, ordinal, fingerprint, result, result_is_error, created_at, ${raw(clock.msUntil('expires_at'))} AS live_for_ms FROM ${steps} WHERE ${where(scope, key)} ORDER BY ordinal`,
+    save: (s) =>
+      sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, ${inMs(s.ttlMs)} FROM ${records} WHERE ${owned(s)}${lock}`,
+    clear: (owner) =>
+      sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)})`,
+  };
+}
+
+/**
+ * Deletes at most `batchSize` steps whose record is gone (swept, or released), in one short
+ * statement; `batchSize` is written into the SQL (a validated integer).
+ */
+export function stepSweepStatement(provider: Provider, batchSize: number, tables: StepTables = {}): string {
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+    throw new RangeError('batchSize must be a positive integer');
+  }
+  const steps = tables.steps ?? 'idempotency_steps';
+  const records = tables.records ?? 'idempotency_records';
+  const orphan = (alias: string) =>
+    `NOT EXISTS (SELECT 1 FROM ${records} r WHERE r.scope = ${alias}.scope AND r.idempotency_key = ${alias}.idempotency_key)`;
+  switch (provider) {
+    case 'mysql':
+      return `DELETE FROM ${steps} WHERE ${orphan(steps)} LIMIT ${batchSize}`;
+    case 'sqlite':
+      return `DELETE FROM ${steps} WHERE rowid IN (SELECT rowid FROM ${steps} s WHERE ${orphan('s')} LIMIT ${batchSize})`;
+    default: {
+      const skipLocked = provider === 'postgresql' ? ' FOR UPDATE SKIP LOCKED' : '';
+      return `DELETE FROM ${steps} WHERE (scope, idempotency_key, name) IN (SELECT s.scope, s.idempotency_key, s.name FROM ${steps} s WHERE ${orphan('s')} LIMIT ${batchSize}${skipLocked})`;
+    }
+  }
+}
+
+/**
+ * The names of the steps each of `records` has stored, in order: one row per step (`scope`,
+ * `idempotency_key`, `name`), for the records `stuck` lists.
+ */
+export function stepsOfRecords(
+  provider: Provider,
+  records: readonly { scope: string; key: string }[],
+  tables: StepTables = {},
+): Sql {
+  const steps = raw(tables.steps ?? 'idempotency_steps');
+  const exact = raw(provider === 'mysql' ? ' COLLATE utf8mb4_bin' : '');
+  const any = records.map(
+    ({ scope, key }, i) =>
+      sql`${raw(i === 0 ? '' : ' OR ')}(scope = ${scope}${exact} AND idempotency_key = ${key}${exact})`,
+  );
+  const matches = any.reduce((all, one) => sql`${all}${one}`, raw(''));
+  return sql`SELECT scope, idempotency_key, name FROM ${steps} WHERE ${records.length ? matches : raw('1 = 0')} ORDER BY scope, idempotency_key, ordinal`;
+}

@@ -1,0 +1,75 @@
+import { createSchema, createYoga } from 'graphql-yoga';
+import { describe, expect, it } from 'vitest';
+import {
+  type IdempotencyResolverContext,
+  idempotentDirectiveTypeDefs,
+  useIdempotency,
+} from '../../src/envelop/index.js';
+import { memoryStore } from '../../src/index.js';
+import { postGraphQL } from './graphql-client.js';
+
+const typeDefs = /* GraphQL */ `
+  type Query {
+    ping: Boolean
+  }
+  type Mutation {
+    checkout(sku: String!, idempotencyKey: String): [String!]! @idempotent(mode: LEASE)
+  }
+`;
+
+function createServer() {
+  const runs: Record<string, number> = {};
+  const state = { crashAfter: undefined as string | undefined };
+  type Context = { userId: string; idempotency: IdempotencyResolverContext };
+  const schema = createSchema<Context>({
+    typeDefs: [idempotentDirectiveTypeDefs, typeDefs],
+    resolvers: {
+      Mutation: {
+        checkout: async (_: unknown, { sku }: { sku: string }, context: Context) => {
+          const done: string[] = [];
+          for (const name of ['reserve', 'charge', 'ship']) {
+            done.push(
+              await context.idempotency.step(name, () => {
+                runs[name] = (runs[name] ?? 0) + 1;
+                return `${name} ${sku}`;
+              }),
+            );
+            if (name === state.crashAfter) throw new Error('crashed');
+          }
+          return done;
+        },
+      },
+    },
+  });
+  const userContexts: object[] = [];
+  const yoga = createYoga({
+    schema,
+    logging: false,
+    context: ({ request }) => {
+      const context = { userId: request.headers.get('x-user-id') ?? '' };
+      userContexts.push(context);
+      return context;
+    },
+    plugins: [useIdempotency({ store: memoryStore(), scope: (context: Context) => context.userId })],
+  });
+  return { yoga, runs, state, userContexts };
+}
+
+describe('context.idempotency.step in a GraphQL resolver', () => {
+  it('resumes a retry after the steps that completed, without writing into the user’s context', async () => {
+    const { yoga, runs, state, userContexts } = createServer();
+    const request = {
+      query: 'mutation { checkout(sku: "book", idempotencyKey: "order-1") }',
+      userId: 'alice',
+    };
+    const post = () => postGraphQL(yoga.fetch as never, 'http://yoga/graphql', request);
+    state.crashAfter = 'charge';
+    expect((await post()).body.errors).toHaveLength(1);
+    state.crashAfter = undefined;
+    const resumed = await post();
+    expect(resumed.body.data).toEqual({ checkout: ['reserve book', 'charge book', 'ship book'] });
+    expect((await post()).body.data).toEqual(resumed.body.data);
+    expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+    for (const context of userContexts) expect(Object.hasOwn(context, 'idempotency')).toBe(false);
+  });
+});
