@@ -1,3 +1,4 @@
+// #region readme
 import { Decimal } from '@prisma/client/runtime/client';
 import { initTRPC } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
@@ -25,7 +26,6 @@ export interface CheckoutOptions {
 
 const t = initTRPC.context<Context>().create({ errorFormatter: idempotencyErrorFormatter });
 
-// #region readme
 export function createCheckoutRouter(prisma: PrismaClient, { gateway, leaseMs, afterStep }: CheckoutOptions) {
   const store = prismaStore(prisma);
   return t.router({

@@ -456,13 +456,21 @@ describe('the idempotent-mutations CLI on bad input', () => {
     // The folder inside the package as installed, found from the running CLI, not a path of this repository.
     const folder = /apply the migrations in (\S+?)\)?$/.exec(outcome.stderr.trim())?.[1];
     expect(folder).toBe(`${resolve('prisma/sqlite/migrations')}/`);
-    expect(readdirSync(folder!)).toEqual(['20261121000000_idempotency_records', 'migration_lock.toml']);
+    expect(readdirSync(folder!)).toEqual([
+      '20261121000000_idempotency_records',
+      '20261130000000_idempotency_steps',
+      'migration_lock.toml',
+    ]);
   });
 
   it('creates a missing SQLite file with migrate, applies an app’s own migrations too, and prints the SQL with --print', async () => {
     await rm('.tmp/cli-migrate/new.db', { force: true });
     const outcome = await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/new.db']);
-    expect(outcome).toEqual({ code: 0, stdout: 'Applied 20261121000000_idempotency_records.\n', stderr: '' });
+    expect(outcome).toEqual({
+      code: 0,
+      stdout: 'Applied 20261121000000_idempotency_records, 20261130000000_idempotency_steps.\n',
+      stderr: '',
+    });
     expect((await cli(['stats', '--json', '--database-url', 'file:.tmp/cli-migrate/new.db'])).code).toBe(0);
 
     // An app's own migrations come along with --migrations, in name order with the package's.
@@ -476,7 +484,11 @@ describe('the idempotent-mutations CLI on bad input', () => {
       'examples/prisma/sqlite/migrations',
     ]);
     expect(JSON.parse(withOwn.stdout)).toEqual({
-      applied: ['20261121000000_idempotency_records', '20261121000001_example_tables'],
+      applied: [
+        '20261121000000_idempotency_records',
+        '20261121000001_example_tables',
+        '20261130000000_idempotency_steps',
+      ],
     });
 
     const printed = await cli(['migrate', '--print', '--provider', 'mysql']);

@@ -32,7 +32,10 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
    * A "gateway charge": one payment row written through `tx` (the plain client in lease mode, so
    * it commits at once), then held until `until()` settles.
    */
-  function charge(scope: string, options: { leaseMs?: number; heartbeatMs?: number } = {}) {
+  function charge(
+    scope: string,
+    options: { leaseMs?: number; heartbeatMs?: number; waitTimeoutMs?: number } = {},
+  ) {
     const events: IdempotencyEvent[] = [];
     let calls = 0;
     const run = (label: string, until: () => Promise<unknown> = async () => undefined) =>
@@ -138,7 +141,9 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
     const first = run('slow', () => sleep(2_500));
     await claimed(types);
     await sleep(1_800); // well past the first lease
-    await expect(run('duplicate')).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
+    // A duplicate that does not wait finds the lease still held.
+    const { run: impatient } = charge(scope, { leaseMs: 1_000, waitTimeoutMs: 0 });
+    await expect(impatient('duplicate')).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
     const during = await store.find(scope, 'charge-1');
     expect(during!.lockedUntil!.getTime()).toBeGreaterThan(Date.now());
     await expect(first).resolves.toMatchObject({ value: { charged: 'slow' }, replayed: false });
@@ -162,9 +167,9 @@ describeEachDatabase('prismaStore in lease mode', (db) => {
       ownerToken: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     expect(record!.lockedUntil!.getTime()).toBeGreaterThan(Date.now());
-    await expect(runIdempotent(options, async () => 'duplicate')).rejects.toBeInstanceOf(
-      IdempotencyKeyInProgressError,
-    );
+    await expect(
+      runIdempotent({ ...options, waitTimeoutMs: 0 }, async () => 'duplicate'),
+    ).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
     held.open();
     await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
   });

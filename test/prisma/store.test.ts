@@ -81,16 +81,17 @@ describeEachDatabase('prismaStore', (db) => {
 
   it('200 keys with 8 concurrent duplicates each write 200 payments', async () => {
     const scope = uniqueScope();
-    // 1,600 transactions queue for a pool of 10 connections: give them time to get one.
+    // 1,600 transactions queue for a pool of 10 connections: give them time to get one, and the
+    // duplicates as long to wait for their key (this counts executions; it times nothing).
     const patient = prismaStore(prisma, { transaction: { maxWait: 60_000, timeout: 60_000 } });
     const mutations = Array.from({ length: 200 }, (_, k) =>
-      createPayment(scope, `key-${k}`, String(k + 1), { store: patient }),
+      createPayment(scope, `key-${k}`, String(k + 1), { store: patient, waitTimeoutMs: 60_000 }),
     );
     const results = await Promise.all(mutations.flatMap(({ run }) => Array.from({ length: 8 }, run)));
     expect(mutations.map(({ calls }) => calls.count)).toEqual(Array(200).fill(1));
     expect(results.filter((r) => !r.replayed)).toHaveLength(200);
     expect(await paymentsOf(scope)).toBe(200);
-  });
+  }, 120_000);
 
   it('a throwing resolver leaves no record and no payment, and the key can be retried', async () => {
     const scope = uniqueScope();
