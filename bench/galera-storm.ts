@@ -5,6 +5,7 @@
 //
 //   npm run test:galera [-- --keys 1000 --duplicates 8 --processes 4]
 import { parseArgs } from 'node:util';
+import { isConnectionError } from 'idempotent-mutations/prisma';
 import { startGaleraCluster } from '../test/helpers/galera-cluster.js';
 import { privateMariaDb } from '../test/helpers/private-server.js';
 import { runStorm, type StormReport } from './storm/storm.js';
@@ -48,10 +49,13 @@ const passed = (r: StormReport) => r.effects.once === r.keys && r.identicalKeys 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
 let phase = 'starting the Galera cluster';
-// A stray rejection (the mariadb connector's, from a connection a pool opens in the background)
-// names the phase it broke; the exit handlers still stop the servers.
+// A stray rejection (the mariadb connector's) names the phase it broke; the exit handlers still
+// stop the servers. Once every storm has been counted, a connection the servers reset as they stop
+// changes no result: it is reported and the verdict stands (two runs here ended with one, whose
+// source was not found).
 process.on('unhandledRejection', (error) => {
   console.error(`unhandled rejection at ${elapsed()}, ${phase}:`, error);
+  if (phase === 'stopping the servers' && isConnectionError(error)) return;
   process.exit(1);
 });
 const cluster = await startGaleraCluster();
