@@ -5,6 +5,7 @@
 //
 //   npm run test:galera [-- --keys 1000 --duplicates 8 --processes 4]
 import { parseArgs } from 'node:util';
+import { isConnectionError } from 'idempotent-mutations/prisma';
 import { startGaleraCluster } from '../test/helpers/galera-cluster.js';
 import { privateMariaDb } from '../test/helpers/private-server.js';
 import { runStorm, type StormReport } from './storm/storm.js';
@@ -46,19 +47,39 @@ function line(name: string, r: StormReport): string {
 const passed = (r: StormReport) => r.effects.once === r.keys && r.identicalKeys === r.keys && r.failed === 0;
 
 const started = Date.now();
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+let phase = 'starting the Galera cluster';
+// A stray rejection (the mariadb connector's) names the phase it broke; the exit handlers still
+// stop the servers. Once every storm has been counted, a connection the servers reset as they stop
+// changes no result: it is reported and the verdict stands (two runs here ended with one, whose
+// source was not found).
+process.on('unhandledRejection', (error) => {
+  console.error(`unhandled rejection at ${elapsed()}, ${phase}:`, error);
+  if (phase === 'stopping the servers' && isConnectionError(error)) return;
+  process.exit(1);
+});
 const cluster = await startGaleraCluster();
 console.log(`Galera: 3 nodes up and migrated in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+phase = 'starting the plain MariaDB node';
 const single = await privateMariaDb();
 const reports: [string, StormReport][] = [];
 try {
   for (const mode of ['transactional', 'lease'] as const) {
-    reports.push(['Galera, 3 nodes', await runStorm({ urls: cluster.urls, mode, ...shape })]);
-    reports.push(['MariaDB, 1 node', await runStorm({ urls: [single.url], mode, ...shape })]);
+    for (const [name, urls] of [
+      ['Galera, 3 nodes', cluster.urls],
+      ['MariaDB, 1 node', [single.url]],
+    ] as const) {
+      phase = `the ${mode} storm on ${name}`;
+      console.log(`${elapsed()}: ${phase}`);
+      const report = await runStorm({ urls: [...urls], mode, ...shape });
+      console.log(line(name, report));
+      reports.push([name, report]);
+    }
   }
 } finally {
+  phase = 'stopping the servers';
   await Promise.all([cluster.destroy(), single.destroy()]);
 }
-for (const [name, report] of reports) console.log(line(name, report));
 for (const mode of ['transactional', 'lease']) {
   const [galera, one] = reports.filter(([, r]) => r.mode === mode).map(([, r]) => r.requestsPerSecond);
   console.log(`${mode}: Galera ${(galera! / one!).toFixed(2)}× one node's throughput`);

@@ -197,8 +197,8 @@ export function isConnectionError(error: unknown): boolean {
  * be reached, a broken connection, a lock (SQLite's) not had in time, or a write conflict left
  * after the retries; both 503, both retried by the shipped clients. Anything else is returned as it is.
  */
-export function asStoreError(error: unknown): unknown {
-  switch (classify(error)) {
+export function asStoreError(error: unknown, failure = classify(error)): unknown {
+  switch (failure) {
     case 'expired':
       return new IdempotencyTransactionExpiredError(
         `The idempotency transaction expired before it committed; nothing was kept: ${lastLine((error as Error).message)}`,
@@ -290,39 +290,90 @@ export interface TransactionRetryOptions {
 }
 
 /**
+ * What shows that the database aborted, on its own, the transaction `tx` still holds open for
+ * Prisma (the conflict error it answered, or an error saying the session is out of its
+ * transaction), or `undefined`: asked on the transaction's connection after the work threw an
+ * error that says nothing about the database.
+ *
+ * A Galera node aborts a transaction whose writes lose certification to another node's (a "brute
+ * force" abort) between its statements; CockroachDB aborts one another transaction pushed. The
+ * writes are rolled back at once. The session learns of it as a write conflict on a later
+ * statement (1213, 40001) or, on Galera, not at all: it is simply out of its transaction, and its
+ * statements autocommit. A statement in between (Prisma's read-back of its own INSERT) then finds
+ * nothing, and the resolver fails with an error of its own, e.g. a `TypeError` on `null`.
+ *
+ * MariaDB: a conflict error, or `@@in_transaction` 0 (the transaction the store began is gone;
+ * only the resolver could have ended it otherwise, by a statement that commits implicitly, which
+ * the store does not support). PostgreSQL and CockroachDB: a conflict error (a transaction that
+ * failed otherwise answers SQLSTATE 25P02, which says nothing about a conflict). SQLite: never.
+ */
+export async function abortedByDatabase(tx: PrismaQueryable, provider: Provider): Promise<unknown> {
+  if (provider === 'sqlite') return undefined;
+  try {
+    if (provider !== 'mysql') {
+      await tx.$queryRawUnsafe('SELECT 1');
+      return undefined;
+    }
+    const [row] = await tx.$queryRawUnsafe<{ open: unknown }[]>('SELECT @@in_transaction AS open');
+    if (Number(row?.open) !== 0) return undefined;
+    return new Error('The database ended the transaction on its own: the session is no longer in one');
+  } catch (error) {
+    return classify(error) === 'writeConflict' ? error : undefined;
+  }
+}
+
+/**
  * Runs one interactive transaction, again after a write conflict (up to `maxRetries` times) or
  * while SQLite's lock is busy (up to `busyWaitMs` in all), and maps what is left at the store's
  * edge (`asStoreError`).
  *
  * `attempt` opens the transaction and runs the work through `inside`, so that an error the work
  * threw (the resolver's) is told from one Prisma threw opening, committing or rolling back. A
- * resolver error with no database error in it (a gateway's `fetch failed`) is rethrown as it is.
- * Any database failure (the store's statements, the resolver's own `tx` statements, `COMMIT`)
- * is the store's: the transaction rolled back, or, when the connection was lost at `COMMIT`,
- * committed whole, so a retry with the same key either replays or starts clean.
+ * resolver error with no database error in it (a gateway's `fetch failed`) is rethrown as it is,
+ * unless `aborted` (asked before the transaction is rolled back, see `abortedByDatabase`) says
+ * the database had already aborted the transaction: then nothing of it committed, and it is a
+ * write conflict like any other. Any database failure (the store's statements, the resolver's own
+ * `tx` statements, `COMMIT`) is the store's: the transaction rolled back, or, when the connection
+ * was lost at `COMMIT`, committed whole, so a retry with the same key either replays or starts clean.
  */
 export async function retryingTransaction<T>(
-  attempt: (inside: <R>(work: () => Promise<R>) => Promise<R>) => PromiseLike<T>,
+  attempt: (
+    inside: <R>(work: () => Promise<R>, aborted?: () => Promise<unknown>) => Promise<R>,
+  ) => PromiseLike<T>,
   { maxRetries, busyWaitMs = DEFAULT_BUSY_WAIT_MS }: TransactionRetryOptions,
 ): Promise<T> {
   const busyUntil = performance.now() + busyWaitMs;
   for (let conflicts = 0, tries = 0; ; tries++) {
-    let thrown: { error: unknown } | undefined;
-    const inside = async <R>(work: () => Promise<R>): Promise<R> => {
+    let thrown: { error: unknown; abort: unknown } | undefined;
+    const inside = async <R>(work: () => Promise<R>, aborted?: () => Promise<unknown>): Promise<R> => {
       try {
         return await work();
       } catch (error) {
-        thrown = { error };
+        // Only an error that does not already say what happened to the database is worth the question.
+        const unexplained = aborted !== undefined && classify(databaseErrorIn(error)) === undefined;
+        thrown = { error, abort: unexplained ? await aborted() : undefined };
         throw error;
       }
     };
     try {
       return await attempt(inside);
     } catch (error) {
-      // What the work threw is the store's only through the database error inside it.
-      const database = thrown?.error === error ? databaseErrorIn(error) : error;
-      if (database === undefined) throw error;
-      const failure = classify(database);
+      const fromWork = thrown?.error === error ? thrown : undefined;
+      let database: unknown;
+      let failure: DatabaseFailure | undefined;
+      if (fromWork?.abort !== undefined) {
+        // Nothing of the aborted transaction committed: a write conflict, whatever the work threw.
+        database = new AggregateError(
+          [fromWork.abort, error],
+          'The database had aborted the transaction the work failed in',
+        );
+        failure = 'writeConflict';
+      } else {
+        // What the work threw is the store's only through the database error inside it.
+        database = fromWork ? databaseErrorIn(error) : error;
+        if (database === undefined) throw error;
+        failure = classify(database);
+      }
       if (failure === 'writeConflict' && conflicts < maxRetries) {
         await sleep(backoffMs(conflicts++, 10, 1_000));
         continue;
@@ -333,7 +384,7 @@ export async function retryingTransaction<T>(
         continue;
       }
       // A failure that says nothing about the store (a constraint the resolver hit) stays as it was.
-      throw failure === undefined ? error : asStoreError(database);
+      throw failure === undefined ? error : asStoreError(database, failure);
     }
   }
 }

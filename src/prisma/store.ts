@@ -18,7 +18,12 @@ import {
   providerOf,
   type TransactionClientOf,
 } from './client.js';
-import { retryingTransaction, standalone, unavailableOnConnectionError } from './database-errors.js';
+import {
+  abortedByDatabase,
+  retryingTransaction,
+  standalone,
+  unavailableOnConnectionError,
+} from './database-errors.js';
 import { recordStatements } from './record-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { toDate, toRecord } from './row.js';
@@ -125,7 +130,11 @@ export function prismaStore<Client extends PrismaClientLike>(
       return retryingTransaction(
         (inside) =>
           prisma.$transaction(
-            (tx: Tx & PrismaQueryable) => inside(() => work(sessionOf(tx))),
+            (tx: Tx & PrismaQueryable) =>
+              inside(
+                () => work(sessionOf(tx)),
+                () => abortedByDatabase(tx, provider),
+              ),
             transactionOptions,
           ),
         { maxRetries, busyWaitMs: transactionOptions.maxWait },

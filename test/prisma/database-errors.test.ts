@@ -417,6 +417,74 @@ describe('retryingTransaction', () => {
     expect(attempts).toBe(1);
   });
 
+  it('runs the work again when it failed in a transaction the database had aborted, then answers 503', async () => {
+    // Galera's background abort: the resolver's read-back ran outside the aborted transaction and
+    // found nothing; the probe on the transaction's connection then got the 1213.
+    const readBack = new TypeError("Cannot read properties of null (reading 'id')");
+    let attempts = 0;
+    let probes = 0;
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(
+          async () => {
+            attempts++;
+            throw readBack;
+          },
+          async () => {
+            probes++;
+            return conflict();
+          },
+        ),
+      { maxRetries: 2 },
+    ).catch((e: unknown) => e);
+    expect(attempts).toBe(3);
+    expect(probes).toBe(3);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect(classify(error)).toBe('writeConflict');
+    // Both the database's answer and the work's own error are kept.
+    expect((error as Error).cause).toMatchObject({ errors: [expect.anything(), readBack] });
+  });
+
+  it('rethrows the work’s error as it is when the transaction is still open', async () => {
+    const declined = new Error('card declined');
+    let attempts = 0;
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(
+          async () => {
+            attempts++;
+            throw declined;
+          },
+          async () => undefined,
+        ),
+      { maxRetries: 3 },
+    ).catch((e: unknown) => e);
+    expect(error).toBe(declined);
+    expect(attempts).toBe(1);
+  });
+
+  it('does not probe after an error that already says what happened to the database', async () => {
+    let probes = 0;
+    let attempts = 0;
+    const error = await retryingTransaction(
+      async (inside) =>
+        inside(
+          async () => {
+            attempts++;
+            throw conflict();
+          },
+          async () => {
+            probes++;
+            return undefined;
+          },
+        ),
+      { maxRetries: 1 },
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect(attempts).toBe(2);
+    expect(probes).toBe(0);
+  });
+
   it('answers a connection lost at COMMIT (thrown by Prisma, not by the work) with 503, without running again', async () => {
     let attempts = 0;
     const lost = new DriverAdapterError(
