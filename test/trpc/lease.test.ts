@@ -2,7 +2,6 @@ import { Decimal } from '@prisma/client/runtime/client';
 import { initTRPC, TRPCError } from '@trpc/server';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { IdempotencyKeyInProgressError } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { type IdempotencyMeta, idempotency } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
