@@ -1,5 +1,7 @@
+import type { PoolConfig } from 'pg';
 import type { Provider } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './database-errors.js';
+import { lazyBegin, type PgClientClass } from './lazy-begin.js';
 import { redact } from './redact.js';
 
 export { redact } from './redact.js';
@@ -55,7 +57,8 @@ export interface AdapterForUrlOptions {
  * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` (with a busy
  * timeout of `SQLITE_BUSY_TIMEOUT_MS`),
  * `@prisma/adapter-pg` for `postgresql://` and `cockroachdb://` (honouring libpq's `connect_timeout`,
- * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option),
+ * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option; its connections
+ * pipeline and send each transaction's `BEGIN` with its first statement, see `lazyBegin`),
  * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
@@ -81,7 +84,8 @@ export async function adapterForUrl(
       const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs;
       // Prisma 6 read the schema from the URL; Prisma 7's adapter takes it as an option.
       const schema = schemaOfUrl(url);
-      return new PrismaPg({ connectionString, connectionTimeoutMillis }, schema ? { schema } : undefined);
+      const pool = { connectionString, connectionTimeoutMillis, ...(await pipelinedClient()) };
+      return new PrismaPg(pool as PoolConfig, schema ? { schema } : undefined);
     }
     case 'mysql': {
       const { PrismaMariaDb } =
@@ -89,6 +93,18 @@ export async function adapterForUrl(
       return new PrismaMariaDb(url.replace(/^mysql:/i, 'mariadb:'));
     }
   }
+}
+
+/**
+ * A pipelining connection whose `BEGIN` shares its round trip with the transaction's first statement
+ * (`lazyBegin`), where `pg` can pipeline (8.23 and later). `pg` comes with `@prisma/adapter-pg`; where
+ * it cannot be imported from here (a strict package layout), connections are `pg`'s own.
+ */
+async function pipelinedClient(): Promise<{ pipeline?: true; Client?: PgClientClass }> {
+  const pg = await import('pg').catch(() => undefined);
+  const Client = (pg?.default ?? pg)?.Client as PgClientClass | undefined;
+  if (!Client || !('pipeline' in new Client())) return {};
+  return { pipeline: true, Client: lazyBegin(Client) };
 }
 
 /** The URL's `connect_timeout` parameter (libpq's: seconds, 0 for no limit) in milliseconds, if any. */

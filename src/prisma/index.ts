@@ -20,6 +20,7 @@ export {
   isWriteConflict,
   SQLITE_BUSY_TIMEOUT_MS,
 } from './database-errors.js';
+export { lazyBegin, type PgClientClass } from './lazy-begin.js';
 export {
   type RecordStats,
   recordStats,

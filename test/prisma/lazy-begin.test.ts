@@ -1,0 +1,133 @@
+import { PrismaPg } from '@prisma/adapter-pg';
+import { Decimal } from '@prisma/client/runtime/client';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PrismaClient } from '../../generated/postgresql/client.js';
+import { runIdempotent } from '../../src/index.js';
+import { lazyBegin, prismaStore } from '../../src/prisma/index.js';
+import { uniqueScope } from '../helpers/databases.js';
+
+/** A stand-in for `pg.Client` whose answers the test settles by hand. */
+class ScriptedClient {
+  readonly pipeline: boolean;
+  readonly sent: string[] = [];
+  readonly answers = new Map<string, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  constructor(config: { pipeline?: boolean }) {
+    this.pipeline = config.pipeline ?? false;
+  }
+  query(config: string | { text: string }, callback?: unknown): unknown {
+    const text = typeof config === 'string' ? config : config.text;
+    this.sent.push(text);
+    if (typeof callback === 'function') return undefined;
+    return new Promise((resolve, reject) => this.answers.set(text, { resolve, reject }));
+  }
+}
+
+describe('lazyBegin', () => {
+  const Client = lazyBegin(ScriptedClient);
+
+  it('answers BEGIN at once and writes the next statement behind it', async () => {
+    const client = new Client({ pipeline: true });
+    const begun = await client.query({ text: 'BEGIN' });
+    expect(begun).toMatchObject({ command: 'BEGIN', rows: [] });
+    const next = client.query({ text: 'INSERT 1' });
+    expect(client.sent).toEqual(['BEGIN', 'INSERT 1']);
+    client.answers.get('BEGIN')!.resolve({ command: 'BEGIN' });
+    client.answers.get('INSERT 1')!.resolve({ command: 'INSERT', rowCount: 1 });
+    await expect(next).resolves.toEqual({ command: 'INSERT', rowCount: 1 });
+  });
+
+  it("gives BEGIN's failure to the statement after it", async () => {
+    const client = new Client({ pipeline: true });
+    await client.query('BEGIN');
+    const next = client.query({ text: 'INSERT 1' });
+    client.answers.get('BEGIN')!.reject(new Error('Connection terminated'));
+    client.answers.get('INSERT 1')!.reject(new Error('Connection terminated (the insert)'));
+    await expect(next).rejects.toThrow(/^Connection terminated$/);
+    // The statement after that is the connection's own again.
+    const later = client.query({ text: 'ROLLBACK' });
+    client.answers.get('ROLLBACK')!.resolve({ command: 'ROLLBACK' });
+    await expect(later).resolves.toEqual({ command: 'ROLLBACK' });
+  });
+
+  it('waits for BEGIN as pg.Client does when the connection does not pipeline', async () => {
+    const client = new Client({ pipeline: false });
+    const begun = client.query({ text: 'BEGIN' });
+    expect(client.sent).toEqual(['BEGIN']);
+    client.answers.get('BEGIN')!.resolve({ command: 'BEGIN', fromServer: true });
+    await expect(begun).resolves.toEqual({ command: 'BEGIN', fromServer: true });
+  });
+
+  it('leaves callback-style queries to pg', () => {
+    const client = new Client({ pipeline: true });
+    expect(client.query('BEGIN', () => undefined)).toBeUndefined();
+    expect(client.sent).toEqual(['BEGIN']);
+  });
+});
+
+const url = process.env.TEST_POSTGRES_URL;
+
+(url ? describe : describe.skip)('lazyBegin on PostgreSQL', () => {
+  /** Below `lazyBegin`: what reaches the server, and when its answers come back. */
+  const events: string[] = [];
+  class Recording extends pg.Client {
+    // biome-ignore lint/suspicious/noExplicitAny: pg's query is overloaded; this records every form.
+    override query(...args: any[]): any {
+      const text: string = typeof args[0] === 'string' ? args[0] : args[0].text;
+      const verb = text.trim().split(/\s+/, 1)[0]!.toUpperCase();
+      events.push(`send ${verb}`);
+      const answered = (super.query as (...a: unknown[]) => unknown)(...args);
+      if (answered instanceof Promise) {
+        answered.then(
+          () => events.push(`answer ${verb}`),
+          () => events.push(`fail ${verb}`),
+        );
+      }
+      return answered;
+    }
+  }
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 2,
+    pipeline: true,
+    Client: lazyBegin(Recording),
+  } as never);
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  afterAll(() => prisma.$disconnect());
+
+  const pay = (userId: string) => (tx: unknown) =>
+    (tx as PrismaClient).payment.create({
+      data: { userId, amount: new Decimal('9.99'), currency: 'EUR' },
+      select: { id: true },
+    });
+
+  it("sends a fresh key's claim before BEGIN's answer, and replays what it stored", async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(prisma);
+    await prisma.$queryRawUnsafe('SELECT 1');
+    events.length = 0;
+    const first = await runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
+    const begin = events.indexOf('send BEGIN');
+    expect(events.slice(begin, begin + 3)).toEqual(['send BEGIN', 'send INSERT', 'answer BEGIN']);
+    const again = await runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
+    expect(again).toMatchObject({ replayed: true, value: first.value });
+    expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
+  });
+
+  it('rolls back the claim and the effects together when the resolver fails', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(prisma);
+    const failing = runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, async (tx) => {
+      await pay(scope)(tx);
+      throw new Error('card declined');
+    });
+    await expect(failing).rejects.toThrow('card declined');
+    expect(await prisma.payment.count({ where: { userId: scope } })).toBe(0);
+    expect(await store.find(scope, 'k')).toBeNull();
+  });
+
+  it('ends a transaction that ran nothing', async () => {
+    await expect(prisma.$transaction(async () => 'nothing')).resolves.toBe('nothing');
+    await expect(prisma.$queryRawUnsafe<{ one: number }[]>('SELECT 1 AS one')).resolves.toEqual([{ one: 1 }]);
+  });
+});
