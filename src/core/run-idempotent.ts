@@ -145,10 +145,9 @@ const defaultSerializer = superjsonSerializer();
  * Runs `resolver` at most once per `(scope, key)` and replays its stored result to every retry.
  *
  * A live record is answered from one read outside any transaction (`decide`), which a first attempt
- * (`firstAttempt`) skips. Otherwise the call
- * runs in transactional mode (`runInTransaction`: claim, resolver and result in one store
- * transaction) or in lease mode (`runUnderLease`: the claim commits first, the result is stored
- * under the claim's owner token). Duplicates of a transactional call in the same process wait
+ * (`firstAttempt`) skips. Otherwise the call runs in transactional mode (`runInTransaction`: claim,
+ * resolver and result in one store transaction) or in lease mode (`runUnderLease`: the claim commits
+ * first, the result is stored under the claim's owner token). Duplicates of a transactional call in the same process wait
  * for it without opening transactions of their own (`single-flight`).
  */
 export async function runIdempotent<T, Tx = unknown>(
