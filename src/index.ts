@@ -3,6 +3,7 @@
  * `/prisma`, `/trpc`, `/envelop`, `/client`, `/opentelemetry`.
  */
 
+export { ATTEMPT_HEADER, isFirstAttempt } from './core/attempt-header.js';
 export { type Decision, decide, type RecordRequest } from './core/decide.js';
 export * from './core/errors.js';
 export type { IdempotencyEvent, IdempotencyEventHandler, IdempotencyEventType } from './core/events.js';

@@ -1,6 +1,7 @@
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
+import { ATTEMPT_HEADER } from '../core/attempt-header.js';
 import { keyHeaderValue } from './key-header.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
 import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
@@ -53,8 +54,10 @@ export interface IdempotencyLinkOptions {
  * `Retry-After`) and 503 (store unavailable) with jittered exponential backoff. Other errors,
  * 400 and 422 among them, are returned at once; `op.signal` stops the retries. Queries and
  * subscriptions pass through untouched. Place it before the terminating link:
- * `links: [idempotencyLink(), httpBatchLink({ url })]` (the key travels in the input), or
- * `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and as a header).
+ * `links: [idempotencyLink(), httpBatchLink({ url, headers: idempotencyHeaders })]` (the key travels
+ * in the input), or `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and
+ * as a header). `idempotencyHeaders` also numbers the sends of a key (`Idempotency-Attempt`), which
+ * saves the server a read on each first attempt.
  */
 export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
   options: IdempotencyLinkOptions = {},
@@ -68,15 +71,19 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
     trace,
   } = options;
   // A link placed before this one (tRPC's `retryLink`, say) retries by sending the same operation
-  // object again: it must get the same key, not a new one.
-  const keys = new WeakMap<Operation, string>();
+  // object again: it must get the same key, not a new one, and its sends go on counting.
+  const keys = new WeakMap<Operation, { key: string; sends: number }>();
   return () =>
     ({ op, next }) => {
       if (op.type !== 'mutation') return next(op);
       const input = isPlainObject(op.input) ? op.input : undefined;
       const given = op.context.idempotencyKey ?? input?.[inputField];
-      const key = typeof given === 'string' ? given : (keys.get(op) ?? generateKey());
-      keys.set(op, key);
+      const known = keys.get(op);
+      const key = typeof given === 'string' ? given : (known?.key ?? generateKey());
+      const sent = { key, sends: known?.sends ?? 0 };
+      keys.set(op, sent);
+      // Only the sends of a key this link made are numbered: the caller's may have gone out before.
+      const counted = typeof given !== 'string';
       const inInput = sendKeyIn === 'input' && (input !== undefined || op.input === undefined);
       const keyed: Operation = {
         ...op,
@@ -100,13 +107,17 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
           timer = undefined;
           attempts++;
           markResend(trace, attempts - 1);
-          current = next(keyed).subscribe({
+          sent.sends++;
+          const sending: Operation = counted
+            ? { ...keyed, context: { ...keyed.context, idempotencyAttempt: sent.sends } }
+            : keyed;
+          current = next(sending).subscribe({
             next: (envelope) => observer.next(envelope),
             complete: () => observer.complete(),
             error: (error) => {
               const delay = signal?.aborted ? undefined : retryDelay(failureOf(error), attempts, retry);
               if (delay !== undefined) timer = setTimeout(attempt, delay);
-              else if (!inInput && !headerWritten.has(keyed.context) && isMissingKey(error)) {
+              else if (!inInput && !headerWritten.has(sending.context) && isMissingKey(error)) {
                 observer.error(unsentKeyError(key, header, error));
               } else observer.error(error);
             },
@@ -124,15 +135,40 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
 }
 
 /**
- * The `headers` option of an `httpLink` behind `idempotencyLink`: the key of the call, under the
- * link's `header`. Combine it with your own: `headers: ({ op }) => ({ ...idempotencyHeaders({ op }), … })`.
+ * The `headers` option of the terminating link behind `idempotencyLink`. On an `httpLink`
+ * (`{ op }`): the call's key, under the link's `header`, and `Idempotency-Attempt`, which sends of
+ * that key this is (1, then 2, 3… on retries; only for a key the link made, since a caller's key
+ * may have been sent before). On an `httpBatchLink` (`{ opList }`), whose calls share one set of
+ * headers: no key (each travels in its call's input), and `Idempotency-Attempt` as the highest
+ * over the batch, so a batch holding any retry, or a call whose sends are not counted, is not
+ * marked as a first attempt. The server claims a first attempt's key without reading its record
+ * first: one round trip less. Combine it with your own:
+ * `headers: ({ op }) => ({ ...idempotencyHeaders({ op }), … })`.
  */
-export function idempotencyHeaders({ op }: { op: Pick<Operation, 'context'> }): Record<string, string> {
-  const { idempotencyKey, idempotencyHeader } = op.context;
+export function idempotencyHeaders(
+  options: { op: Pick<Operation, 'context'> } | { opList: readonly Pick<Operation, 'context'>[] },
+): Record<string, string> {
+  if ('opList' in options) {
+    const attempts = options.opList.map(({ context }) => attemptOf(context));
+    if (attempts.length === 0 || attempts.includes(undefined)) return {};
+    return { [ATTEMPT_HEADER]: String(Math.max(...(attempts as number[]))) };
+  }
+  const { context } = options.op;
+  const { idempotencyKey, idempotencyHeader } = context;
   if (typeof idempotencyKey !== 'string') return {};
-  headerWritten.add(op.context);
+  headerWritten.add(context);
   const name = typeof idempotencyHeader === 'string' ? idempotencyHeader : 'Idempotency-Key';
-  return { [name]: keyHeaderValue(idempotencyKey) };
+  const attempt = attemptOf(context);
+  return {
+    [name]: keyHeaderValue(idempotencyKey),
+    ...(attempt !== undefined && { [ATTEMPT_HEADER]: String(attempt) }),
+  };
+}
+
+/** Which send of its key an operation is, when `idempotencyLink` counts them. */
+function attemptOf(context: Operation['context']): number | undefined {
+  const { idempotencyAttempt } = context;
+  return typeof idempotencyAttempt === 'number' ? idempotencyAttempt : undefined;
 }
 
 /** The operation contexts whose key `idempotencyHeaders` wrote as a header. */

@@ -1,3 +1,4 @@
+import { ATTEMPT_HEADER } from '../core/attempt-header.js';
 import { operationTypeOf, passesArgument, rootKeyCoverage } from './graphql-document.js';
 import { keyHeaderValue } from './key-header.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
@@ -53,6 +54,9 @@ export interface IdempotentFetchOptions {
  * Every other request (queries, subscriptions, batched arrays, persisted queries without their
  * text, multipart uploads) is passed to `fetch` untouched.
  *
+ * Each send of a key the wrapper made carries `Idempotency-Attempt` (1, then 2, 3… on retries): the
+ * server claims a first attempt's key without reading its record first, one round trip less.
+ *
  * A retry sends the whole operation again, so only a mutation whose every root field is covered
  * by a key is retried: by the header (an operation-level key, which covers them all) or by a key
  * argument on each root field. A mutation mixing root fields with and without a key argument is
@@ -97,13 +101,21 @@ export function idempotentFetch(
     if (mutation === undefined) return fetch(input, init);
 
     const headers = new Headers(init?.headers ?? request?.headers);
-    const retried = headers.has(header) || keyMutation(mutation, headers);
+    const own = headers.has(header);
+    const retried = own || keyMutation(mutation, headers);
+    // The sends of a key this wrapper made are numbered, so the server can skip a read on the
+    // first; a caller's key (header or arguments) may have been sent before.
+    const counted = !own && headers.has(header);
     const signal = init?.signal ?? request?.signal;
-    // The body is sent again on every attempt, so it travels as the text read above.
-    const send = () =>
-      request && !init
-        ? fetch(new Request(request, { headers, body }))
-        : fetch(input, { ...init, method, headers, body });
+    // The body is sent again on every attempt, so it travels as the text read above; each attempt
+    // gets headers of its own (they differ in their attempt number).
+    const send = (attempt: number) => {
+      const sent = new Headers(headers);
+      if (counted) sent.set(ATTEMPT_HEADER, String(attempt));
+      return request && !init
+        ? fetch(new Request(request, { headers: sent, body }))
+        : fetch(input, { ...init, method, headers: sent, body });
+    };
 
     // An operation whose root fields are not all covered by a key is sent once: another attempt
     // could run the uncovered ones again.
@@ -112,7 +124,7 @@ export function idempotentFetch(
       let response: Response;
       markResend(trace, attempt - 1);
       try {
-        response = await send();
+        response = await send(attempt);
       } catch (error) {
         const delay = signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
         if (delay === undefined) throw error;

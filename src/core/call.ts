@@ -70,6 +70,8 @@ export interface Call<T, Tx> {
   serializer: Serializer;
   replayErrors: (error: unknown) => boolean;
   errorCodec: ErrorCodec;
+  /** The client has not sent the key before: no read outside the claim (`RunIdempotentOptions.firstAttempt`). */
+  firstAttempt: boolean;
   /** Milliseconds on a monotonic clock: waits, the lease's cap, durations. Never liveness. */
   clock: () => number;
   emit: (type: IdempotencyEventType) => void;

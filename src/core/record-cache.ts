@@ -35,7 +35,8 @@ const ENTRY_OVERHEAD_BYTES = 400;
  * database does not matter, and the cached entry ends a little before the record does. A record
  * this process completes is kept from its commit on, until `ttlMs` after its completion was sent
  * (the store counts its expiry from a moment no earlier). The core still checks the fingerprint
- * of every cached record.
+ * of every cached record. `findCached` reads the memory alone: a call hinted as a first attempt
+ * (`firstAttempt`) sends no read to the store, yet a cached record still answers it for free.
  */
 export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions): Store<Tx> {
   const { max, maxBytes = 16_777_216, clock = () => performance.now() } = options;
@@ -67,18 +68,21 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     }
   };
 
+  const recall = (scope: string, key: string): StoredRecord | null => {
+    const hit = forget(idOf(scope, key));
+    if (!hit) return null;
+    const left = hit.until - clock();
+    if (!(left > 0)) return null;
+    keep(hit.record, hit.until); // most recently used
+    return { ...hit.record, liveForMs: left };
+  };
+
   const cached: Store<Tx> = Object.create(store);
   return Object.assign(cached, {
+    findCached: recall,
     async find(scope: string, key: string): Promise<StoredRecord | null> {
-      const id = idOf(scope, key);
-      const hit = forget(id);
-      if (hit) {
-        const left = hit.until - clock();
-        if (left > 0) {
-          keep(hit.record, hit.until); // most recently used
-          return { ...hit.record, liveForMs: left };
-        }
-      }
+      const hit = recall(scope, key);
+      if (hit) return hit;
       const sent = clock();
       const record = await store.find(scope, key);
       if (record?.status === 'COMPLETED' && record.liveForMs > 0) keep(record, sent + record.liveForMs);

@@ -43,6 +43,16 @@ export interface RunIdempotentOptions<Tx = unknown> {
   /** The validated input, without the key field. Hashed into the fingerprint. */
   input: unknown;
   /**
+   * The client says it has not sent this key before (the shipped clients' `Idempotency-Attempt: 1`):
+   * skip the read that answers a replay outside any transaction and claim at once, saving a round
+   * trip on a fresh key. The claim still answers for a record that exists (a replay, a duplicate
+   * running elsewhere, a takeover), so a wrong hint costs time, never correctness. A completed record
+   * a `localCache` keeps is still answered from memory, and a call that waited for a duplicate of
+   * this process reads as usual.
+   * @default false
+   */
+  firstAttempt?: boolean | undefined;
+  /**
    * `transactional`: claim, resolver and result commit in one store transaction (effects inside
    * the database). `lease`: the claim commits first with a lease and an owner token, the resolver
    * runs outside any transaction (its `tx` is the store's plain client, so its writes commit on
@@ -134,10 +144,10 @@ const defaultSerializer = superjsonSerializer();
 /**
  * Runs `resolver` at most once per `(scope, key)` and replays its stored result to every retry.
  *
- * A live record is answered from one read outside any transaction (`decide`). Otherwise the call
- * runs in transactional mode (`runInTransaction`: claim, resolver and result in one store
- * transaction) or in lease mode (`runUnderLease`: the claim commits first, the result is stored
- * under the claim's owner token). Duplicates of a transactional call in the same process wait
+ * A live record is answered from one read outside any transaction (`decide`), which a first attempt
+ * (`firstAttempt`) skips. Otherwise the call runs in transactional mode (`runInTransaction`: claim,
+ * resolver and result in one store transaction) or in lease mode (`runUnderLease`: the claim commits
+ * first, the result is stored under the claim's owner token). Duplicates of a transactional call in the same process wait
  * for it without opening transactions of their own (`single-flight`).
  */
 export async function runIdempotent<T, Tx = unknown>(
@@ -158,7 +168,8 @@ async function dispatch<T, Tx>(
   const id = `${request.scope}\u0000${request.key}`;
   const waitStarted = call.clock();
   for (;;) {
-    const waiting = tracking !== undefined && held.has(id);
+    const holder = held.has(id);
+    const waiting = tracking !== undefined && holder;
     if (waiting) {
       tracking.waited = true;
       tracking.start('wait');
@@ -169,7 +180,13 @@ async function dispatch<T, Tx>(
       call.emit('in_progress');
       throw stillRunning(call);
     }
-    const record = await waitWhileRunning(call, await store.find(request.scope, request.key), waitStarted);
+    // A first attempt reads no record (the claim answers for one after all), unless it waited for
+    // a holder of its key: it is a duplicate then, and the holder's record is one read away.
+    const read = !call.firstAttempt || holder;
+    const found = read
+      ? await store.find(request.scope, request.key)
+      : (store.findCached?.(request.scope, request.key) ?? null);
+    const record = await waitWhileRunning(call, found, waitStarted);
     const decision = decide(record, request);
     if (decision.kind === 'foreign') throw foreignRecordError(record!, request);
     if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, record!, decision);
@@ -240,6 +257,7 @@ function resolveCall<T, Tx>(
     serializer: options.serializer ?? store.serializer ?? defaultSerializer,
     replayErrors: options.replayErrors ?? (() => false),
     errorCodec: options.errorCodec ?? defaultErrorCodec,
+    firstAttempt: options.firstAttempt ?? false,
     clock,
     emit,
     tracking,

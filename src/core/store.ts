@@ -192,6 +192,11 @@ export interface Store<Tx = unknown> {
   readonly serializer?: Serializer;
   /** Reads a record without locking it, with its liveness by the store's clock. */
   find(scope: string, key: string): Promise<StoredRecord | null>;
+  /**
+   * The completed record this process keeps in memory (`withLocalCache`), read without any I/O;
+   * `null` when it keeps none. A call hinted as a first attempt reads only this, not `find`.
+   */
+  findCached?(scope: string, key: string): StoredRecord | null;
   /** The lease-mode steps: the base every store implements. */
   readonly lease: LeaseOperations<Tx>;
   /**

@@ -13,6 +13,7 @@ import {
   type OperationDefinitionNode,
   print,
 } from 'graphql';
+import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import {
   IdempotencyInputError,
   IdempotencyKeyInvalidError,
@@ -43,7 +44,10 @@ export type ScopeValue = string | number | null | undefined;
 /** Options of `useIdempotency`; the core's options (`store`, `ttlMs`, `onEvent`, …) pass through. */
 // biome-ignore lint/suspicious/noExplicitAny: an unannotated `scope` may read any context member.
 export interface UseIdempotencyOptions<Context = any, Tx = unknown>
-  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input' | 'keySource'> {
+  extends Omit<
+    RunIdempotentOptions<Tx>,
+    'scope' | 'key' | 'operation' | 'input' | 'keySource' | 'firstAttempt'
+  > {
   /**
    * The principal or tenant a key belongs to, read from the GraphQL context (e.g. the user id).
    * Two principals that send the same key never see each other's records.
@@ -112,6 +116,8 @@ export interface IdempotencyExtension {
 interface Execution {
   /** The header's key, when it claims the whole operation. */
   operationKey?: string;
+  /** The request's `Idempotency-Attempt: 1`: the client has not sent its keys before. */
+  firstAttempt: boolean;
   fields: Map<string | number, IdempotencyExtension>;
 }
 
@@ -150,6 +156,10 @@ const instances = new WeakSet<object>();
  *   (below another field, or from a query), such a field is refused before anything runs.
  * - **Operation-level:** an `Idempotency-Key` header on a mutation operation claims the whole
  *   operation: it executes inside one transaction and its result is replayed verbatim.
+ *
+ * A request with the header `Idempotency-Attempt: 1` (the shipped clients' first send of a key they
+ * made) claims its keys without reading their records first (`firstAttempt`); any other value, or
+ * none, changes nothing.
  *
  * Queries and subscriptions are otherwise never touched. The user's schema is never changed: mutations
  * execute against a copy of it that this plugin makes (once per schema), whose idempotent root
@@ -286,6 +296,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
             operation: coordinate,
             input,
             keySource: 'argument',
+            firstAttempt: state?.firstAttempt ?? false,
           },
           (tx, claim) => resolve(source, args, withClaim(context, txName, tx, claim), info),
         );
@@ -303,6 +314,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
     args: ExecutionArgs,
     operation: OperationDefinitionNode,
     key: string,
+    firstAttempt: boolean,
   ): Promise<unknown> {
     const variables = getVariableValues(args.schema, operation.variableDefinitions ?? [], {
       ...args.variableValues,
@@ -320,6 +332,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           key,
           operation: `mutation ${operationName ?? '(anonymous)'}`.slice(0, 255),
           keySource: 'header',
+          firstAttempt,
           input: { document: print(args.document), operationName, variables: variables.coerced },
           // Stored only when the user's `replayErrors` accepts every error of the operation.
           replayErrors: (error) =>
@@ -400,7 +413,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
         refuse(error);
         return;
       }
-      const state: Execution = { operationKey: key, fields: new Map() };
+      const firstAttempt = isFirstAttempt(headerOf(args.contextValue, ATTEMPT_HEADER));
+      const state: Execution = { operationKey: key, firstAttempt, fields: new Map() };
       extendContext({ [execution]: state });
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps.
       const execute = (executeArgs: ExecutionArgs) =>
@@ -416,7 +430,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
       }
       const operationKey = key;
       setExecuteFn((executeArgs: ExecutionArgs) =>
-        runOperation(execute, executeArgs, operation, operationKey),
+        runOperation(execute, executeArgs, operation, operationKey, firstAttempt),
       );
     },
   };

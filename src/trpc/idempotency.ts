@@ -1,4 +1,5 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
+import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
@@ -98,7 +99,10 @@ export interface ScopeOptions<Ctx> {
 
 /** Options of `idempotency()`: the `runIdempotent` options, and how to read keys from tRPC calls. */
 export interface IdempotencyOptions<Ctx, Tx, TxName extends string = 'tx'>
-  extends Omit<RunIdempotentOptions<Tx>, 'scope' | 'key' | 'operation' | 'input' | 'keySource'> {
+  extends Omit<
+    RunIdempotentOptions<Tx>,
+    'scope' | 'key' | 'operation' | 'input' | 'keySource' | 'firstAttempt'
+  > {
   /**
    * The principal or tenant a key belongs to, such as `({ ctx }) => ctx.user.id`. Two scopes
    * never see each other's records. Return `null` only with `allowGlobalScope: true`.
@@ -173,7 +177,9 @@ export type IdempotencyMiddleware<Ctx, Tx, TxName extends string = 'tx'> = (
  * The resolver gets the store's transaction client as `ctx.tx`: its writes commit with the
  * record, or roll back with it. In lease mode (`mode: 'lease'`, for the middleware, the store or
  * a procedure's `.meta`) `ctx.tx` is the store's plain client instead, and its writes commit on
- * their own. Queries and subscriptions pass through untouched.
+ * their own. Queries and subscriptions pass through untouched. A request with the header
+ * `Idempotency-Attempt: 1` (the shipped clients' first send of a key they made) claims without
+ * reading the record first (`firstAttempt`); any other value, or none, changes nothing.
  */
 export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
   options: IdempotencyOptions<Ctx, Tx, TxName>,
@@ -213,7 +219,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
     };
 
     try {
-      const { key, input, fingerprinted, keySource, headersSeen } = await readKey(opts, ctx, {
+      const { key, input, fingerprinted, keySource, headersSeen, firstAttempt } = await readKey(opts, ctx, {
         header,
         inputField,
         getHeaders,
@@ -246,6 +252,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           operation: path,
           input: fingerprinted,
           keySource,
+          firstAttempt,
           onEvent: (event) => {
             if (event.type === 'replayed') replayed = true;
             core.onEvent?.(event);
@@ -335,7 +342,8 @@ function resolverErrorOf(error: TRPCError): unknown {
 
 /**
  * The call's key, from the header or the input field, and the input to fingerprint (without the
- * key field). A header key on a batch of several calls could belong to any of them: refused.
+ * key field). A header key on a batch of several calls could belong to any of them: refused. The
+ * attempt header speaks for the whole request, so for every call in a batch.
  */
 async function readKey<Ctx>(
   call: { input: unknown; getRawInput: () => Promise<unknown>; batchIndex: number },
@@ -354,6 +362,8 @@ async function readKey<Ctx>(
   keySource: 'header' | 'input';
   /** Whether the context had request headers to read. */
   headersSeen: boolean;
+  /** The client's `Idempotency-Attempt: 1`: it has not sent this key before. */
+  firstAttempt: boolean;
 }> {
   const { header, inputField, keyPolicy } = options;
   const headers = options.getHeaders(ctx);
@@ -367,12 +377,13 @@ async function readKey<Ctx>(
   // Both present means both agree (`resolveKey` refuses otherwise): the header is named.
   const keySource = headerKey !== undefined ? 'header' : 'input';
   const headersSeen = headers !== undefined;
+  const firstAttempt = isFirstAttempt(headerOf(headers, ATTEMPT_HEADER));
   const raw = options.fingerprintInput === 'raw';
   const input = raw ? await call.getRawInput() : call.input;
   if (isRecord(input) && Object.hasOwn(input, inputField)) {
     const { [inputField]: inputKey, ...rest } = input;
     const key = resolveKey(headerKey, inputKey, keyPolicy);
-    return { key, input, fingerprinted: rest, keySource, headersSeen };
+    return { key, input, fingerprinted: rest, keySource, headersSeen, firstAttempt };
   }
   // A schema that does not declare the field strips it, and a procedure without `.input()` has
   // no validated input at all: read the key from what the client sent.
@@ -384,6 +395,7 @@ async function readKey<Ctx>(
     fingerprinted: input,
     keySource,
     headersSeen,
+    firstAttempt,
   };
 }
 

@@ -10,6 +10,7 @@ import { type PaymentsRouter, startTrpcServer } from './trpc-payments-server.js'
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const keyOf = (request: ProxiedRequest) => request.headers['idempotency-key'];
+const attemptOf = (request: ProxiedRequest) => request.headers['idempotency-attempt'];
 /** The `idempotencyKey` input fields of a (batched) tRPC request body. */
 const inputKeysOf = (request: ProxiedRequest): string[] =>
   Object.values(JSON.parse(request.body) as Record<string, { json: { idempotencyKey?: string } }>).map(
@@ -103,7 +104,7 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
   });
 
   it('retries a 503 while the store is down and succeeds once it is back, with the same key', async () => {
-    backend.storeUp = false;
+    await backend.takeStoreDown();
     proxy.behave((_, index) => {
       if (index === 1) backend.storeUp = true;
       return 'forward';
@@ -161,7 +162,18 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     await client().createPayment.mutate(pay, { context: { idempotencyKey: 'order-42' } });
 
     expect(proxy.requests.map(keyOf)).toEqual(['order-42', 'order-42', 'order-42']);
+    // The caller's key may have been sent before: its sends are not numbered.
+    expect(proxy.requests.map(attemptOf)).toEqual([undefined, undefined, undefined]);
     expect(await backend.paymentsOf(scope)).toHaveLength(1);
+  });
+
+  it('numbers the sends of its own key through idempotencyHeaders, 1 then 2, 3…', async () => {
+    proxy.plan('lose-response', 'drop-request');
+    const payment = await client().createPayment.mutate(pay);
+
+    expect(proxy.requests.map(attemptOf)).toEqual(['1', '2', '3']);
+    expect(new Set(proxy.requests.map(keyOf)).size).toBe(1);
+    expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([payment.id]);
   });
 
   it("keeps the key when tRPC's retryLink, placed before it, sends the call again", async () => {
@@ -181,6 +193,7 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
 
     expect(proxy.requests).toHaveLength(2);
     expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+    expect(proxy.requests.map(attemptOf)).toEqual(['1', '2']);
     expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([payment.id]);
   });
 
@@ -245,6 +258,8 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect(keys[0]).not.toBe(keys[1]);
     expect(retries.flatMap(inputKeysOf).sort()).toEqual([...keys].sort());
     expect(proxy.requests.map(keyOf)).toEqual(proxy.requests.map(() => undefined));
+    // One header for the batch: the highest attempt among its calls.
+    expect(proxy.requests.map(attemptOf)).toEqual(['1', ...retries.map(() => '2')]);
   });
 
   it('in front of a plain httpBatchLink keys a mutation without input by its input, on every retry', async () => {

@@ -11,6 +11,7 @@ import { startYogaServer } from './yoga-payments-server.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const keyOf = (request: ProxiedRequest) => request.headers['idempotency-key'];
+const attemptOf = (request: ProxiedRequest) => request.headers['idempotency-attempt'];
 const PAY =
   'mutation Pay($amount: String!) { createPayment(amount: $amount, currency: "EUR") { id amount } }';
 
@@ -119,7 +120,7 @@ describeEachDatabase('idempotentFetch through a fault proxy', (db) => {
   });
 
   it('retries a 503 while the store is down and succeeds once it is back, with the same key', async () => {
-    backend.storeUp = false;
+    await backend.takeStoreDown();
     proxy.behave((_, index) => {
       if (index === 1) backend.storeUp = true;
       return 'forward';
@@ -164,7 +165,20 @@ describeEachDatabase('idempotentFetch through a fault proxy', (db) => {
     await post(pay(), { headers: { 'idempotency-key': 'order-42' } });
 
     expect(proxy.requests.map(keyOf)).toEqual(['order-42', 'order-42', 'order-42']);
+    // The caller's key may have been sent before: its sends are not numbered.
+    expect(proxy.requests.map(attemptOf)).toEqual([undefined, undefined, undefined]);
     expect(await backend.paymentsOf(scope)).toHaveLength(1);
+  });
+
+  it('numbers the sends of its own key, 1 then 2, 3…: the retry after a lost response still replays', async () => {
+    proxy.plan('lose-response', 'drop-request');
+    const result = await post(pay());
+
+    expect(proxy.requests.map(attemptOf)).toEqual(['1', '2', '3']);
+    expect(new Set(proxy.requests.map(keyOf)).size).toBe(1);
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(result.json.data?.createPayment.id).toBe(rows[0]!.id);
   });
 
   it('retries a Request object the same way, its body sent again', async () => {
@@ -328,6 +342,23 @@ describe('idempotentFetch on requests it must leave alone', () => {
     const keys = calls.map((c) => new Headers(c.init?.headers).get('idempotency-key'));
     expect(keys[0]).toMatch(UUID_V4);
     expect(new Set(keys).size).toBe(1);
+    const attempts = calls.map((c) => new Headers(c.init?.headers).get('idempotency-attempt'));
+    expect(attempts).toEqual(['1', '2', '3']);
+  });
+
+  it('numbers no sends of a mutation that passes its own key arguments', async () => {
+    const { calls, fetch } = recordingFetch();
+    const keyed = JSON.stringify({ query: 'mutation { pay(idempotencyKey: "k-1") }' });
+    await idempotentFetch(fetch, { retry: { attempts: 2, baseDelayMs: 1 } })('http://x/graphql', {
+      method: 'POST',
+      body: keyed,
+    });
+
+    const headers = calls.map((c) => new Headers(c.init?.headers));
+    expect(headers.map((h) => [h.has('idempotency-key'), h.get('idempotency-attempt')])).toEqual([
+      [false, null],
+      [false, null],
+    ]);
   });
 
   it('uses the header name and key generator it is given', async () => {

@@ -55,6 +55,17 @@ export function paymentsBackend(prisma: Prisma) {
       transaction: async (work) => (await current()).transaction!(work),
     } satisfies PaymentsStore as PaymentsStore,
 
+    /**
+     * Takes the store away (`storeUp = false`). Resolves once the unreachable store has failed a
+     * read: its client is made on first use, which takes longer than `WAIT_TIMEOUT_MS`, and a first
+     * attempt's claim transaction (the request's first contact with the store) would be answered
+     * 409 rather than 503 while it waits for it.
+     */
+    async takeStoreDown() {
+      backend.storeUp = false;
+      await (await unreachable()).find('', '').catch(() => undefined);
+    },
+
     /** Resolves once `count` resolver runs have written their payment. */
     whenRuns: (count: number) =>
       new Promise<void>((resolve) => {

@@ -16,6 +16,26 @@ function countedStore() {
   return { store, reads, clock, travel: (ms: number) => (now += ms) };
 }
 
+/** Counts the claims made through `store`, in either mode, from now on. */
+function spyOnClaims(store: Store<undefined>) {
+  const claims = { count: 0 };
+  const { transaction, lease } = store;
+  Object.assign(store, {
+    transaction: (work: Parameters<NonNullable<Store<undefined>['transaction']>>[0]) =>
+      transaction!.call(store, (session) => {
+        claims.count++;
+        return work(session);
+      }),
+    lease: Object.assign(Object.create(lease) as typeof lease, {
+      claim: (request: Parameters<typeof lease.claim>[0]) => {
+        claims.count++;
+        return lease.claim(request);
+      },
+    }),
+  });
+  return claims;
+}
+
 const call = (store: Store<undefined>, key: string, extra: Record<string, unknown> = {}) =>
   runIdempotent({ store, scope: 'alice', key, operation: 'pay', input: { amount: 1 }, ...extra }, () => ({
     paid: key,
@@ -88,6 +108,30 @@ describe('withLocalCache', () => {
     await small.find('alice', 'a');
     await small.find('alice', 'a');
     expect(reads.count).toBe(before + 3);
+  });
+
+  it.each(['transactional', 'lease'] as const)(
+    'answers a first attempt whose record it keeps from memory (%s): no read, no claim',
+    async (mode) => {
+      const { store, reads, clock } = countedStore();
+      const cached = withLocalCache(store, { max: 10, clock });
+      await call(cached, 'k', { mode });
+      const claims = spyOnClaims(cached);
+      const before = reads.count;
+      const replay = await call(cached, 'k', { mode, firstAttempt: true });
+      expect(replay).toMatchObject({ replayed: true, value: { paid: 'k' } });
+      expect([reads.count - before, claims.count]).toEqual([0, 0]);
+    },
+  );
+
+  it('lets a first attempt whose record it does not keep claim without reading, and replays through the claim', async () => {
+    const { store, reads, clock } = countedStore();
+    await call(store, 'k'); // completed by another server: not kept here
+    const cached = withLocalCache(store, { max: 10, clock });
+    const before = reads.count;
+    const replay = await call(cached, 'k', { firstAttempt: true });
+    expect(replay).toMatchObject({ replayed: true, value: { paid: 'k' } });
+    expect(reads.count).toBe(before);
   });
 
   it('refuses a bound that is not a positive integer', () => {

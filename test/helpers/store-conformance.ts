@@ -64,6 +64,19 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
     const onAnotherServer = (store: Store<unknown>): Store<unknown> =>
       Object.assign(Object.create(store) as Store<unknown>, { backend: {} });
 
+    /** `store`, counting the reads (`find`) that reach it; in-memory lookups are not reads. */
+    const countingReads = (store: Store<unknown>) => {
+      const reads = { count: 0 };
+      const counted = Object.assign(Object.create(store) as Store<unknown>, {
+        backend: store.backend ?? store, // the same process: shares its single flight
+        find(scope: string, key: string) {
+          reads.count++;
+          return store.find(scope, key);
+        },
+      });
+      return { store: counted, reads };
+    };
+
     /** Moves the process's own clock (`Date`) as a server whose clock is off would have it. */
     const skewProcessClock = (ms: number) => {
       vi.useFakeTimers({ toFake: ['Date'] });
@@ -81,6 +94,46 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(second).toMatchObject({ replayed: true, value: { id: 1, at: new Date(5), big: 7n } });
         expect(second.record).toEqual(first.record); // the times the store keeps, both times
         expect(types()).toEqual(['claimed', 'completed', 'replayed']);
+      });
+
+      it('replays a completed record to a call hinted as a first attempt, without reading it first', async () => {
+        const { options, types } = call(uniqueScope(), mode);
+        const resolver = vi.fn(async () => ({ id: 1, at: new Date(5) }));
+        const first = await runIdempotent(options, resolver);
+        const { store, reads } = countingReads(options.store);
+        const hinted = await runIdempotent({ ...options, store, firstAttempt: true }, resolver);
+        expect(resolver).toHaveBeenCalledTimes(1);
+        expect(hinted).toMatchObject({ replayed: true, value: { id: 1, at: new Date(5) } });
+        expect(hinted.record).toEqual(first.record);
+        expect(reads.count).toBe(0); // answered by the claim (or from a local cache)
+        await expect(
+          runIdempotent({ ...options, store, input: { amount: 99 }, firstAttempt: true }, resolver),
+        ).rejects.toBeInstanceOf(IdempotencyKeyMismatchError);
+        expect(types()).toEqual(['claimed', 'completed', 'replayed', 'mismatch']);
+      });
+
+      it('runs duplicates hinted as first attempts once while the first runs, on this server and another', async () => {
+        const { options } = call(uniqueScope(), mode, { firstAttempt: true });
+        const held = gate();
+        const started = gate();
+        const first = countingReads(options.store);
+        const running = runIdempotent({ ...options, store: first.store }, async () => {
+          started.open();
+          await held.opened;
+          return { token: randomBytes(8).toString('hex') };
+        });
+        await started.opened;
+        const duplicate = vi.fn(async () => ({ token: 'twice' }));
+        const duplicates = [
+          runIdempotent(options, duplicate),
+          runIdempotent({ ...options, store: onAnotherServer(options.store) }, duplicate),
+        ];
+        setTimeout(held.open, 50);
+        const results = await Promise.all([running, ...duplicates]);
+        expect(duplicate).not.toHaveBeenCalled();
+        expect(results.map((r) => r.replayed)).toEqual([false, true, true]);
+        expect(new Set(results.map((r) => r.value.token)).size).toBe(1);
+        expect(first.reads.count).toBe(0); // the first call claimed without reading
       });
 
       it('answers the same key with another input as a mismatch and leaves the record as it was', async () => {

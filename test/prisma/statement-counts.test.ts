@@ -80,6 +80,30 @@ const url = process.env.TEST_POSTGRES_URL;
     expect(sent).toEqual([FIND, 'BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
   });
 
+  it('fresh key hinted as a first attempt: BEGIN, claim, the resolver, result, COMMIT', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const sent = await counted(one, () =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, firstAttempt: true }, pay(scope)),
+    );
+    expect(sent).toEqual(['BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
+  });
+
+  it('a first attempt whose key already completed (a wrong hint): replayed through the claim', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const call = (firstAttempt: boolean) =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, firstAttempt }, pay(scope));
+    const first = await call(true);
+    let replay: Awaited<ReturnType<typeof call>> | undefined;
+    const sent = await counted(one, async () => {
+      replay = await call(true);
+    });
+    expect(sent).toEqual(['BEGIN', CLAIM, `${FIND} FOR UPDATE`, 'COMMIT']);
+    expect(replay).toEqual({ ...first, replayed: true });
+    expect(await one.prisma.payment.count({ where: { userId: scope } })).toBe(1);
+  });
+
   it('replay: one read', async () => {
     const scope = uniqueScope();
     const store = prismaStore(one.prisma);
@@ -151,5 +175,17 @@ const url = process.env.TEST_POSTGRES_URL;
       runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, mode: 'lease' }, pay(scope)),
     );
     expect(sent).toEqual([FIND, CLAIM, 'INSERT payments', 'UPDATE idempotency_records']);
+  });
+
+  it('lease hinted as a first attempt: claim, the resolver on its own, result', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const sent = await counted(one, () =>
+      runIdempotent(
+        { store, scope, key: 'k', operation: 'pay', input: {}, mode: 'lease', firstAttempt: true },
+        pay(scope),
+      ),
+    );
+    expect(sent).toEqual([CLAIM, 'INSERT payments', 'UPDATE idempotency_records']);
   });
 });

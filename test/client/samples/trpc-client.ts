@@ -11,7 +11,8 @@ export function createClient(url: string, token: string) {
       httpLink({
         url,
         transformer: superjson,
-        // The key goes in the input, and this sends it as the `Idempotency-Key` header too.
+        // The key goes in the input, and this sends it as the `Idempotency-Key` header too, with
+        // `Idempotency-Attempt` (1, then 2, 3… on retries).
         headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${token}` }),
       }),
     ],
@@ -23,7 +24,12 @@ export function createBatchClient(url: string, token: string) {
   return createTRPCClient<AppRouter>({
     links: [
       idempotencyLink(), // the key goes in the input as `idempotencyKey` (sendKeyIn: 'input')
-      httpBatchLink({ url, transformer: superjson, headers: { authorization: `Bearer ${token}` } }),
+      httpBatchLink({
+        url,
+        transformer: superjson,
+        // No key header on a batch; `Idempotency-Attempt` says whether it holds a retry.
+        headers: ({ opList }) => ({ ...idempotencyHeaders({ opList }), authorization: `Bearer ${token}` }),
+      }),
     ],
   });
 }
