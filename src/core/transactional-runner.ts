@@ -26,20 +26,27 @@ export async function runInTransaction<T, Tx>(
 
   // The wait for a concurrent holder is bounded here, around the whole transaction: a database
   // cannot roll back a transaction whose statement is still waiting for a lock, so an answer that
-  // waited for the rollback would wait for the holder after all.
+  // waited for the rollback would wait for the holder after all. It is counted from the
+  // transaction's start, once it has its connection: a database slow to connect is the store's
+  // failure (unavailable), not a holder still running.
   let abandoned = false;
   let waitTimer: NodeJS.Timeout | undefined;
+  let giveUp: (error: Error) => void = () => undefined;
   const waited = new Promise<never>((_, reject) => {
-    waitTimer = setTimeout(() => {
+    giveUp = reject;
+  });
+  const startWaitTimer = () => {
+    waitTimer ??= setTimeout(() => {
       abandoned = true;
       call.emit('in_progress');
-      reject(stillRunning(call));
+      giveUp(stillRunning(call));
     }, waitTimeoutMs);
-  });
+  };
 
   const { tracking } = call;
   const running = transaction(async (session: TransactionSession<Tx>): Promise<Outcome<T>> => {
     resolverError = undefined;
+    startWaitTimer();
     // The store runs this again after a write conflict: the attempts are the observer's retries.
     if (tracking) tracking.attempts++;
     tracking?.start('claim');

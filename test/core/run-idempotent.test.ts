@@ -6,6 +6,7 @@ import {
   IdempotencyKeyInvalidError,
   IdempotencyKeyMismatchError,
   IdempotencyResultTooLargeError,
+  IdempotencyStoreUnavailableError,
   memoryStore,
   runIdempotent,
 } from '../../src/index.js';
@@ -216,5 +217,30 @@ describe('runIdempotent (memory store)', () => {
       },
     };
     await expect(runIdempotent(options, async () => 1)).resolves.toMatchObject({ value: 1 });
+  });
+});
+
+describe('runIdempotent: the wait for a holder', () => {
+  it('counts from the transaction start, so a store slow to connect answers unavailable, not in progress', async () => {
+    vi.useFakeTimers();
+    try {
+      const store = memoryStore();
+      // A transaction that spends longer than waitTimeoutMs getting its connection, then fails to.
+      const slowToConnect = Object.assign(Object.create(store), {
+        async transaction() {
+          await new Promise((resolve) => setTimeout(resolve, 5_000));
+          throw new IdempotencyStoreUnavailableError();
+        },
+      });
+      const call = runIdempotent(
+        { ...base(), store: slowToConnect, firstAttempt: true, waitTimeoutMs: 1_000 },
+        async () => 'ran',
+      );
+      const settled = expect(call).rejects.toBeInstanceOf(IdempotencyStoreUnavailableError);
+      await vi.advanceTimersByTimeAsync(5_000);
+      await settled;
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
