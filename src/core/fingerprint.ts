@@ -73,9 +73,7 @@ class CanonicalWriter {
       case 'boolean':
         return value ? 'true' : 'false';
       case 'number':
-        // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
-        if (Object.is(value, -0)) return '{"$number":"-0"}';
-        return Number.isFinite(value) ? JSON.stringify(value) : `{"$number":"${String(value)}"}`;
+        return numberText(value);
       case 'bigint':
         return `{"$bigint":"${value.toString()}"}`;
       case 'undefined':
@@ -249,6 +247,16 @@ function quoted(text: string): string {
     throw new IdempotencyInputError('Cannot canonicalize the input: a string holds a lone UTF-16 surrogate');
   }
   return JSON.stringify(text);
+}
+
+/** A number as JSON writes it, or its tag: -0, NaN and ±Infinity have none in JSON. */
+function numberText(value: number): string {
+  // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
+  if (Object.is(value, -0)) return '{"$number":"-0"}';
+  // JSON writes a finite number as String() does. V8 keeps the text of small integers at hand, so
+  // String() is the faster for them, and JSON.stringify() for the others (about 2/3 of the time).
+  if ((value | 0) === value) return String(value);
+  return Number.isFinite(value) ? JSON.stringify(value) : `{"$number":"${String(value)}"}`;
 }
 
 /** With the `u` flag a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */
