@@ -121,7 +121,10 @@ class CanonicalWriter {
 
   private array(values: ArrayLike<unknown>, depth: number): string {
     let text = '[';
-    for (let i = 0; i < values.length; i++) text += `${i === 0 ? '' : ','}${this.value(values[i], depth)}`;
+    for (let i = 0; i < values.length; i++) {
+      if (i > 0) text += ',';
+      text += this.value(values[i], depth);
+    }
     return `${text}]`;
   }
 
@@ -132,7 +135,10 @@ class CanonicalWriter {
     for (let i = 0; i < members.sorted.length; i++) {
       const member = (object as Record<string, unknown>)[members.sorted[i]!];
       if (member === undefined) continue;
-      text += `${text.length === 1 ? '' : ','}${members.name(i)}:${this.value(member, depth)}`;
+      // Appended piece by piece: a template would first join the pieces into a string of their own.
+      if (text.length > 1) text += ',';
+      text += members.name(i);
+      text += this.value(member, depth);
     }
     return `${text}}`;
   }
@@ -206,10 +212,10 @@ class CanonicalWriter {
 
 /**
  * An object's keys in canonical order (by UTF-16 code units, which is what `sort()` compares), and
- * each one's quoted name. User keys starting with `$` get one more, so no tag can be forged (which
- * keeps their order: the sort can run on the keys as they are). A name is quoted when its member is
- * first written, so a key with a lone surrogate is refused exactly when each object sorted and
- * quoted its own keys: only if its member is not `undefined`, and after the members before it.
+ * each one's quoted name with its colon. User keys starting with `$` get one more, so no tag can be
+ * forged (which keeps their order: the sort can run on the keys as they are). A name is quoted when
+ * its member is first written, so a key with a lone surrogate is refused exactly when each object
+ * sorted and quoted its own keys: only if its member is not `undefined`, after the members before it.
  */
 class Members {
   readonly sorted: string[];
@@ -219,11 +225,12 @@ class Members {
     this.sorted = keys.slice().sort();
   }
 
+  /** `"name":`, quoted when first asked for. */
   name(index: number): string {
     let name = this.names[index];
     if (name === undefined) {
       const key = this.sorted[index]!;
-      name = quoted(key.startsWith('$') ? `$${key}` : key);
+      name = `${quoted(key.startsWith('$') ? `$${key}` : key)}:`;
       this.names[index] = name;
     }
     return name;
