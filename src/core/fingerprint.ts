@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { types } from 'node:util';
 import { IdempotencyInputError } from './errors.js';
 
@@ -42,15 +42,15 @@ export interface FingerprintOptions {
  * class a `toJSON()`.
  */
 export function fingerprint(operation: string, input: unknown, options: FingerprintOptions = {}): string {
-  const canonical = canonicalJson(operation, input, options);
-  return createHash('sha256').update(canonical).digest('hex');
+  // The one-shot hash (Node 20.12+) builds no Hash object: half a microsecond of a small input's four.
+  return hash('sha256', canonicalJson(operation, input, options), 'hex');
 }
 
 /** The canonical text `fingerprint` hashes; exposed for debugging a mismatch. */
 export function canonicalJson(operation: string, input: unknown, options: FingerprintOptions = {}): string {
   // RFC 8785 orders members by their UTF-16 code units: "input" before "operation".
   const canonical = new CanonicalWriter(options.maxDepth ?? 64);
-  return `{"input":${canonical.value(input, 0)},"operation":${canonical.string(operation)}}`;
+  return `{"input":${canonical.value(input, 0)},"operation":${quoted(operation)}}`;
 }
 
 /**
@@ -61,30 +61,19 @@ export function canonicalJson(operation: string, input: unknown, options: Finger
 class CanonicalWriter {
   /** The containers around the one being written: `ancestors[d]` at depth `d`. */
   private readonly ancestors: object[] = [];
+  /** The members of the last objects written at each depth, latest first (see `membersOf`). */
+  private readonly recentMembers: Members[][] = [];
 
   constructor(private readonly maxDepth: number) {}
-
-  string(text: string): string {
-    // Most strings need no escape and hold no surrogate: quoting them is all JSON would do.
-    if (!NEEDS_CARE.test(text)) return `"${text}"`;
-    if (LONE_SURROGATE.test(text)) {
-      throw new IdempotencyInputError(
-        'Cannot canonicalize the input: a string holds a lone UTF-16 surrogate',
-      );
-    }
-    return JSON.stringify(text);
-  }
 
   value(value: unknown, depth: number): string {
     switch (typeof value) {
       case 'string':
-        return this.string(value);
+        return quoted(value);
       case 'boolean':
         return value ? 'true' : 'false';
       case 'number':
-        // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
-        if (Object.is(value, -0)) return '{"$number":"-0"}';
-        return Number.isFinite(value) ? JSON.stringify(value) : `{"$number":"${String(value)}"}`;
+        return numberText(value);
       case 'bigint':
         return `{"$bigint":"${value.toString()}"}`;
       case 'undefined':
@@ -132,23 +121,45 @@ class CanonicalWriter {
 
   private array(values: ArrayLike<unknown>, depth: number): string {
     let text = '[';
-    for (let i = 0; i < values.length; i++) text += `${i === 0 ? '' : ','}${this.value(values[i], depth)}`;
+    for (let i = 0; i < values.length; i++) {
+      if (i > 0) text += ',';
+      text += this.value(values[i], depth);
+    }
     return `${text}]`;
   }
 
-  /**
-   * Own enumerable string-keyed members; user keys starting with `$` get one more, so no tag can
-   * be forged (which keeps their order: the sort can run on the keys as they are).
-   */
+  /** Own enumerable string-keyed members, in canonical order (see `Members`); `undefined` ones left out. */
   private fields(object: object, depth: number): string {
+    const members = this.membersOf(Object.keys(object), depth);
     let text = '{';
-    for (const key of Object.keys(object).sort()) {
-      const member = (object as Record<string, unknown>)[key];
+    for (let i = 0; i < members.sorted.length; i++) {
+      const member = (object as Record<string, unknown>)[members.sorted[i]!];
       if (member === undefined) continue;
-      const name = this.string(key.startsWith('$') ? `$${key}` : key);
-      text += `${text.length === 1 ? '' : ','}${name}:${this.value(member, depth)}`;
+      // Appended piece by piece: a template would first join the pieces into a string of their own.
+      if (text.length > 1) text += ',';
+      text += members.name(i);
+      text += this.value(member, depth);
     }
     return `${text}}`;
+  }
+
+  /**
+   * The members of an object with these keys. The objects at one depth mostly have one of a few
+   * sets of keys in the same order (the rows of an array, of one shape or a few), so the last few
+   * are kept for each depth, their keys sorted and their names quoted, and reused while the keys
+   * match: sorting and quoting them again took a third of the time of a list of rows.
+   */
+  private membersOf(keys: string[], depth: number): Members {
+    let recent = this.recentMembers[depth];
+    if (recent === undefined) {
+      recent = [];
+      this.recentMembers[depth] = recent;
+    }
+    for (const members of recent) if (sameKeys(members.keys, keys)) return members;
+    const members = new Members(keys);
+    if (recent.length === RECENT_MEMBERS) recent.pop();
+    recent.unshift(members);
+    return members;
   }
 
   /**
@@ -163,8 +174,7 @@ class CanonicalWriter {
 
   /** A tag whose value holds only strings (and arrays of them). */
   private tagged([name, value]: BuiltInTag): string {
-    const text =
-      typeof value === 'string' ? this.string(value) : `[${value.map((v) => this.string(v)).join(',')}]`;
+    const text = typeof value === 'string' ? quoted(value) : `[${value.map(quoted).join(',')}]`;
     return `{"${name}":${text}}`;
   }
 
@@ -172,9 +182,7 @@ class CanonicalWriter {
   private container(object: object, depth: number): string {
     if (typeof FormData !== 'undefined' && object instanceof FormData) {
       refuseOwnFields(object);
-      const entries = [...object].map(
-        ([name, entry]) => `[${this.string(name)},${this.value(entry, depth)}]`,
-      );
+      const entries = [...object].map(([name, entry]) => `[${quoted(name)},${this.value(entry, depth)}]`);
       return `{"$formData":[${entries.join(',')}]}`;
     }
     if (types.isMap(object)) {
@@ -200,6 +208,62 @@ class CanonicalWriter {
     if (Object.getPrototypeOf(Object.getPrototypeOf(object)) !== null) refuseHiddenState(object);
     return this.fields(object, depth);
   }
+}
+
+/**
+ * An object's keys in canonical order (by UTF-16 code units, which is what `sort()` compares), and
+ * each one's quoted name with its colon. User keys starting with `$` get one more, so no tag can be
+ * forged (which keeps their order: the sort can run on the keys as they are). A name is quoted when
+ * its member is first written, so a key with a lone surrogate is refused exactly when each object
+ * sorted and quoted its own keys: only if its member is not `undefined`, after the members before it.
+ */
+class Members {
+  readonly sorted: string[];
+  private readonly names: string[] = [];
+
+  constructor(readonly keys: string[]) {
+    this.sorted = keys.slice().sort();
+  }
+
+  /** `"name":`, quoted when first asked for. */
+  name(index: number): string {
+    let name = this.names[index];
+    if (name === undefined) {
+      const key = this.sorted[index]!;
+      name = `${quoted(key.startsWith('$') ? `$${key}` : key)}:`;
+      this.names[index] = name;
+    }
+    return name;
+  }
+}
+
+/** How many sets of keys `membersOf` keeps for each depth. */
+const RECENT_MEMBERS = 4;
+
+function sameKeys(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** A string as JSON writes it; one with a lone surrogate is refused. */
+function quoted(text: string): string {
+  // Most strings need no escape and hold no surrogate: quoting them is all JSON would do.
+  if (!NEEDS_CARE.test(text)) return `"${text}"`;
+  if (LONE_SURROGATE.test(text)) {
+    throw new IdempotencyInputError('Cannot canonicalize the input: a string holds a lone UTF-16 surrogate');
+  }
+  return JSON.stringify(text);
+}
+
+/** A number as JSON writes it, or its tag: -0, NaN and ±Infinity have none in JSON. */
+function numberText(value: number): string {
+  // JSON writes -0 as 0; JavaScript tells them apart (1 / -0 is -Infinity), so it gets a tag.
+  if (Object.is(value, -0)) return '{"$number":"-0"}';
+  // JSON writes a finite number as String() does. V8 keeps the text of small integers at hand, so
+  // String() is the faster for them, and JSON.stringify() for the others (about 2/3 of the time).
+  if ((value | 0) === value) return String(value);
+  return Number.isFinite(value) ? JSON.stringify(value) : `{"$number":"${String(value)}"}`;
 }
 
 /** With the `u` flag a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */

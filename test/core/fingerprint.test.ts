@@ -139,6 +139,40 @@ describe('fingerprint', () => {
   });
 });
 
+/**
+ * What `canonicalJson` must write for plain data (with `undefined` and `-0`), written independently
+ * of it: members filtered, sorted by a comparator and joined, every leaf written by JSON itself.
+ */
+function referenceText(value: unknown): string {
+  if (value === undefined) return '{"$undefined":true}';
+  if (Object.is(value, -0)) return '{"$number":"-0"}';
+  if (Array.isArray(value)) return `[${value.map(referenceText).join(',')}]`;
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  const members = Object.entries(value)
+    .filter(([, member]) => member !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(
+      ([key, member]) => `${JSON.stringify(key.startsWith('$') ? `$${key}` : key)}:${referenceText(member)}`,
+    );
+  return `{${members.join(',')}}`;
+}
+
+/** Rows that share their keys, listed in either order, some members `undefined` or `-0`. */
+const rows = fc
+  .uniqueArray(fc.string({ unit: fc.constantFrom('a', 'b', 'Z', '$', '1', 'é', '😀', '"'), maxLength: 3 }), {
+    maxLength: 8,
+  })
+  .chain((keys) => {
+    const member = fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constant(undefined), fc.constant(-0));
+    const row = fc.tuple(fc.array(member, { minLength: keys.length, maxLength: keys.length }), fc.boolean());
+    return fc.array(row, { maxLength: 6 }).map((list) =>
+      list.map(([values, reverse]) => {
+        const entries = keys.map((key, i): [string, unknown] => [key, values[i]]);
+        return Object.fromEntries(reverse ? entries.reverse() : entries);
+      }),
+    );
+  });
+
 /** A class whose instances hash as their own fields. */
 class Point {
   constructor(
@@ -226,6 +260,27 @@ describe('canonicalJson', () => {
     ],
   ])('writes %s as it always did', (_name, input, text) => {
     expect(canonicalJson('op', input)).toBe(text);
+  });
+
+  it('writes plain data as an independent canonicalizer does (property)', () => {
+    // Objects with few keys from few letters: some of them share a first key but not the others.
+    const similar = fc.array(
+      fc.dictionary(fc.constantFrom('a', 'b', 'c', '$a'), fc.oneof(fc.integer(), fc.constant(undefined)), {
+        maxKeys: 4,
+      }),
+      { maxLength: 8 },
+    );
+    const data = fc.oneof(
+      fc.jsonValue({ stringUnit: 'grapheme' }),
+      rows,
+      fc.array(rows, { maxLength: 3 }),
+      similar,
+    );
+    fc.assert(
+      fc.property(data, (value) => {
+        expect(canonicalJson('op', value)).toBe(`{"input":${referenceText(value)},"operation":"op"}`);
+      }),
+    );
   });
 
   it('refuses a lone surrogate, in a value or in a member name', () => {
