@@ -220,6 +220,8 @@ function close(server: Server): Promise<void> {
 export interface CallContext {
   userId: string;
   key?: string;
+  /** Sent as `Idempotency-Attempt` when set. */
+  attempt?: number | undefined;
 }
 
 /** A tRPC client over HTTP, one request per call; `onReplayed` sees the replay header. */
@@ -230,10 +232,12 @@ export function trpcClient(url: string, onResponse?: (headers: Headers) => void)
         url,
         transformer,
         headers: ({ op }) => {
-          const { userId, key } = op.context as unknown as CallContext;
-          return key === undefined
-            ? { 'x-user-id': userId }
-            : { 'x-user-id': userId, 'idempotency-key': key };
+          const { userId, key, attempt } = op.context as unknown as CallContext;
+          return {
+            'x-user-id': userId,
+            ...(key === undefined ? {} : { 'idempotency-key': key }),
+            ...(attempt === undefined ? {} : { 'idempotency-attempt': String(attempt) }),
+          };
         },
         fetch: async (input, init) => {
           const response = await fetch(input, init as RequestInit);
@@ -277,7 +281,7 @@ export interface GraphQLPayment {
 /** Calls `createPayment` over HTTP; any GraphQL error throws, so a failed call is never timed as a fast one. */
 export async function graphqlPayment(
   url: string,
-  { userId, key }: CallContext,
+  { userId, key, attempt }: CallContext,
   input: PaymentInput,
   mutation: keyof typeof mutations = 'createPayment',
 ): Promise<GraphQLPayment> {
@@ -287,6 +291,7 @@ export async function graphqlPayment(
       'content-type': 'application/json',
       accept: 'application/graphql-response+json',
       'x-user-id': userId,
+      ...(attempt === undefined ? {} : { 'idempotency-attempt': String(attempt) }),
     },
     body: JSON.stringify({ query: mutations[mutation], variables: { input, key } }),
   });

@@ -112,8 +112,8 @@ function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string)
   const trpc = trpcClient(servers.trpcUrl, (headers) => {
     last.replayed = headers.get('idempotent-replayed');
   });
-  const storeCall = (key: string) =>
-    runIdempotent({ store, scope: user, key, operation: 'createPayment', input }, (tx) =>
+  const storeCall = (key: string, firstAttempt = false) =>
+    runIdempotent({ store, scope: user, key, operation: 'createPayment', input, firstAttempt }, (tx) =>
       insertPayment(tx as Parameters<typeof insertPayment>[0], user, input),
     );
   const calls = {
@@ -125,11 +125,14 @@ function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string)
     trpcEcho: () => trpc.echo.mutate(input, { context: { userId: user } }),
     trpcPlain: (userId = user) => trpc.plain.mutate(input, { context: { userId } }),
     trpcPlainNoTx: () => trpc.plainNoTx.mutate(input, { context: { userId: user } }),
-    trpc: (key: string, userId = user) => trpc.idempotent.mutate(input, { context: { userId, key } }),
-    trpcCached: (key: string) => trpc.idempotentCached.mutate(input, { context: { userId: user, key } }),
+    trpc: (key: string, userId = user, attempt?: number) =>
+      trpc.idempotent.mutate(input, { context: { userId, key, attempt } }),
+    trpcCached: (key: string, attempt?: number) =>
+      trpc.idempotentCached.mutate(input, { context: { userId: user, key, attempt } }),
     yogaEcho: () => graphqlPayment(servers.yogaPlainUrl, { userId: user }, input, 'echoPayment'),
     yogaPlain: (userId = user) => graphqlPayment(servers.yogaPlainUrl, { userId }, input),
-    yoga: (key: string, userId = user) => graphqlPayment(servers.yogaIdempotentUrl, { userId, key }, input),
+    yoga: (key: string, userId = user, attempt?: number) =>
+      graphqlPayment(servers.yogaIdempotentUrl, { userId, key, attempt }, input),
     powertools: (key: string) => trpc.powertools.mutate(input, { context: { userId: user, key } }),
     powertoolsCached: (key: string) =>
       trpc.powertoolsCached.mutate(input, { context: { userId: user, key } }),
@@ -140,6 +143,12 @@ function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string)
 
 type Calls = ReturnType<typeof callsOf>['calls'];
 const freshKey = () => randomUUID();
+/**
+ * The `Idempotency-Attempt` the shipped clients send: 1 with a key they just made (the server then
+ * claims without reading first), 2 on a retry. The storms send none, as a client that does not count.
+ */
+const FIRST = 1;
+const RETRY = 2;
 
 /** The concurrency-1 scenarios, by name; replays use keys primed by `primeReplays`. */
 function latencyScenarios(calls: Calls, withPeers: boolean): Record<string, Scenario> {
@@ -148,18 +157,18 @@ function latencyScenarios(calls: Calls, withPeers: boolean): Record<string, Scen
     'store.plainNoTx': calls.storePlainNoTx,
     'store.plain': calls.storePlain,
     'store.plainAndSelect': calls.storePlainAndSelect,
-    'store.fresh': () => calls.store(freshKey()),
+    'store.fresh': () => calls.store(freshKey(), true),
     'store.replay': () => calls.store('replay-store'),
     'trpc.echo': calls.trpcEcho,
     'trpc.plainNoTx': () => calls.trpcPlainNoTx(),
     'trpc.plain': () => calls.trpcPlain(),
-    'trpc.fresh': () => calls.trpc(freshKey()),
-    'trpc.replay': () => calls.trpc('replay-trpc'),
-    'trpc.replayCached': () => calls.trpcCached('replay-trpcCached'),
+    'trpc.fresh': () => calls.trpc(freshKey(), undefined, FIRST),
+    'trpc.replay': () => calls.trpc('replay-trpc', undefined, RETRY),
+    'trpc.replayCached': () => calls.trpcCached('replay-trpcCached', RETRY),
     'yoga.echo': calls.yogaEcho,
     'yoga.plain': () => calls.yogaPlain(),
-    'yoga.fresh': () => calls.yoga(freshKey()),
-    'yoga.replay': () => calls.yoga('replay-yoga'),
+    'yoga.fresh': () => calls.yoga(freshKey(), undefined, FIRST),
+    'yoga.replay': () => calls.yoga('replay-yoga', undefined, RETRY),
     ...(withPeers
       ? {
           'powertools.fresh': () => calls.powertools(freshKey()),
@@ -253,9 +262,9 @@ async function profile(db: BenchDatabase, peers: Peers | undefined, user: string
 async function throughput(calls: Calls) {
   const scenarios: Record<string, (i: number) => Promise<unknown>> = {
     'trpc.plain': () => calls.trpcPlain(),
-    'trpc.fresh': () => calls.trpc(freshKey()),
+    'trpc.fresh': () => calls.trpc(freshKey(), undefined, FIRST),
     'yoga.plain': () => calls.yogaPlain(),
-    'yoga.fresh': () => calls.yoga(freshKey()),
+    'yoga.fresh': () => calls.yoga(freshKey(), undefined, FIRST),
   };
   const names = Object.keys(scenarios);
   const perSecond: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
@@ -429,22 +438,31 @@ function cpuCosts() {
     tags: ['a', 'b', 'c'],
     gift: i % 2 === 0,
   }));
-  const largeIterations = Math.max(20, settings.microIterations / 100);
-  const perLargeCall = (run: () => unknown) => {
-    for (let i = 0; i < 5; i++) run();
-    const started = performance.now();
-    for (let i = 0; i < largeIterations; i++) run();
-    return (performance.now() - started) / largeIterations;
+  // Side by side: warmed up until compiled, then rounds in rotating order, median per call.
+  const large = {
+    fingerprint: () => fingerprint('createOrder', { items }),
+    store: () => storedText(serializer, { items }, 1_048_576),
+    stringify: () => JSON.stringify({ items }),
   };
+  const largeIterations = Math.max(10, settings.microIterations / 500);
+  const perRound: Record<keyof typeof large, number[]> = { fingerprint: [], store: [], stringify: [] };
+  for (const run of Object.values(large)) for (let i = 0; i < 200; i++) run();
+  for (let round = 0; round < 15; round++) {
+    for (const name of orderOf(Object.keys(large) as (keyof typeof large)[], round)) {
+      const started = performance.now();
+      for (let i = 0; i < largeIterations; i++) large[name]();
+      perRound[name].push((performance.now() - started) / largeIterations);
+    }
+  }
   return {
     fingerprintUs: perCall(() => fingerprint('createPayment', input)),
     serializeUs: perCall(() => serializer.serialize(payment)),
     deserializeUs: perCall(() => serializer.deserialize(text)),
     resultBytes: Buffer.byteLength(text),
     largeBytes: Buffer.byteLength(JSON.stringify({ items })),
-    fingerprintLargeMs: perLargeCall(() => fingerprint('createOrder', { items })),
-    storeLargeMs: perLargeCall(() => storedText(serializer, { items }, 1_048_576)),
-    stringifyLargeMs: perLargeCall(() => JSON.stringify({ items })),
+    fingerprintLargeMs: median(perRound.fingerprint),
+    storeLargeMs: median(perRound.store),
+    stringifyLargeMs: median(perRound.stringify),
   };
 }
 
