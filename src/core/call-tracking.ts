@@ -75,6 +75,17 @@ export class CallTracking {
     }
   }
 
+  /** `waiting` (for a duplicate holding the key) as the call's `wait` phase. */
+  async waitFor<R>(waiting: Promise<R>): Promise<R> {
+    this.waited = true;
+    this.start('wait');
+    try {
+      return await waiting;
+    } finally {
+      this.finish('wait');
+    }
+  }
+
   /** Follows the call's events to its outcome: the last one that says how the call ended wins. */
   event(type: IdempotencyEventType): void {
     if (type === 'completed') return;

@@ -21,13 +21,8 @@ export async function waitWhileRunning<T, Tx>(
     if (decision.kind !== 'inProgress') return current;
     const delay = nextReadIn(call, call.clock() - since, decision.retryAfterMs);
     if (delay <= 0) return current;
-    const { tracking } = call;
-    if (tracking) {
-      tracking.waited = true;
-      tracking.start('wait');
-    }
-    await pause(delay);
-    tracking?.finish('wait');
+    const paused = pause(delay);
+    await (call.tracking ? call.tracking.waitFor(paused) : paused);
   }
 }
 

@@ -169,13 +169,8 @@ async function dispatch<T, Tx>(
   const waitStarted = call.clock();
   for (;;) {
     const holder = held.has(id);
-    const waiting = tracking !== undefined && holder;
-    if (waiting) {
-      tracking.waited = true;
-      tracking.start('wait');
-    }
-    const settled = await waitForHolders(held, id, call.waitDeadline, call.clock);
-    if (waiting) tracking.finish('wait');
+    const holders = () => waitForHolders(held, id, call.waitDeadline, call.clock);
+    const settled = await (tracking && holder ? tracking.waitFor(holders()) : holders());
     if (!settled) {
       call.emit('in_progress');
       throw stillRunning(call);

@@ -294,8 +294,8 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         leaseMs,
       });
 
-      it('answers a duplicate with IN_PROGRESS and the rest of the lease as its hint once its wait is over', async () => {
-        const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
+      /** A call of `options` that holds its key (its resolver runs) until `release()`; it answers `done`. */
+      async function runningCall(options: RunIdempotentOptions) {
         const held = gate();
         const started = gate();
         const first = runIdempotent(options, async () => {
@@ -304,31 +304,30 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
           return 'done';
         });
         await started.opened;
+        return { first, release: held.open };
+      }
+
+      it('answers a duplicate with IN_PROGRESS and the rest of the lease as its hint once its wait is over', async () => {
+        const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
+        const { first, release } = await runningCall(options);
         const error = await runIdempotent({ ...options, waitTimeoutMs: 30 }, async () => 'dup').catch(
           (e: unknown) => e,
         );
         expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
         expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeGreaterThan(15_000);
         expect((error as IdempotencyKeyInProgressError).retryAfterMs).toBeLessThanOrEqual(20_000);
-        held.open();
+        release();
         await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
         expect(types()).toEqual(['claimed', 'in_progress', 'completed']);
       });
 
       it('makes a duplicate during the lease wait for the running call and replay its result', async () => {
         const { options, types } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
-        const held = gate();
-        const started = gate();
-        const first = runIdempotent(options, async () => {
-          started.open();
-          await held.opened;
-          return 'done';
-        });
-        await started.opened;
+        const { first, release } = await runningCall(options);
         const duplicate = vi.fn(async () => 'dup');
         const waiting = runIdempotent(options, duplicate);
         await new Promise((resolve) => setTimeout(resolve, 50));
-        held.open();
+        release();
         await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
         await expect(waiting).resolves.toMatchObject({ value: 'done', replayed: true });
         expect(duplicate).not.toHaveBeenCalled();
@@ -339,21 +338,14 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       it('never lets a caller whose clock is ahead take over a lease that is still running', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, 'lease', { leaseMs: 30_000 });
-        const held = gate();
-        const started = gate();
-        const first = runIdempotent(options, async () => {
-          started.open();
-          await held.opened;
-          return 'once';
-        });
-        await started.opened;
+        const { first, release } = await runningCall(options);
         await target().travel(scope, 10_000); // 20 s of the lease left by the store's clock
         skewProcessClock(+60_000);
         const resolver = vi.fn(async () => 'twice');
         await expect(runIdempotent(options, resolver)).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
         skewProcessClock(-120_000);
-        held.open();
-        await expect(first).resolves.toMatchObject({ value: 'once' });
+        release();
+        await expect(first).resolves.toMatchObject({ value: 'done' });
         expect(resolver).not.toHaveBeenCalled();
       });
 
