@@ -689,8 +689,9 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
       fmtMs(s.storm.p99),
       '',
       `${fmtX(r[t].storm)} one execution, ${fmtX(r[t].stormVsReplays)} 64 replays; ran ${Math.max(...s.executions)}×`,
-      '≤ 1.5×, once',
-      check(r[t].storm <= 1.5 && r[t].stormExecutions === 1),
+      // 64 answers cost 64 replays at least: the storm is held to 1.5× of that, and one execution.
+      '≤ 1.5× replays, once',
+      check(r[t].stormVsReplays <= 1.5 && r[t].stormExecutions === 1),
     );
     row(
       `${label}: ${STORM} replays at once (floor)`,
