@@ -97,8 +97,14 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
       ),
     takeOver: (c) =>
       sql`UPDATE ${table} SET operation = ${c.operation}, fingerprint = ${c.fingerprint}, status = 'IN_PROGRESS', result = NULL, result_is_error = ${falseValue}, owner_token = NULL, locked_until = NULL, created_at = ${now}, completed_at = NULL, expires_at = ${inMs(c.ttlMs)} ${where(c.scope, c.key)}${returning}`,
-    complete: (c) =>
-      sql`UPDATE ${table} SET status = 'COMPLETED', result = ${c.result}, result_is_error = ${bool(c.resultIsError)}, completed_at = ${now}, expires_at = ${inMs(c.ttlMs)} ${where(c.scope, c.key)}${returningTimes}`,
+    complete: (c) => {
+      const completion = sql`status = 'COMPLETED', result = ${c.result}, result_is_error = ${bool(c.resultIsError)}, completed_at = ${now}, expires_at = ${inMs(c.ttlMs)}`;
+      if (!mysql) return sql`UPDATE ${table} SET ${completion} ${where(c.scope, c.key)}${returningTimes}`;
+      // MariaDB has no UPDATE … RETURNING. The claimed row, selected into itself, always collides
+      // with itself, so the duplicate-key branch updates it and RETURNING gives its times in the
+      // same statement; with no claimed row nothing is selected, written or returned.
+      return sql`INSERT INTO ${table} (${claimColumns}) SELECT ${claimColumns} FROM ${table} ${where(c.scope, c.key)} ON DUPLICATE KEY UPDATE ${completion} RETURNING completed_at, expires_at`;
+    },
     leaseClaim: (c) =>
       insertIfAbsent(
         leaseColumns,

@@ -1,7 +1,9 @@
+import { PrismaMariaDb } from '@prisma/adapter-mariadb';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Decimal } from '@prisma/client/runtime/client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient } from '../../generated/postgresql/client.js';
 import { runIdempotent } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
@@ -187,5 +189,40 @@ const url = process.env.TEST_POSTGRES_URL;
       ),
     );
     expect(sent).toEqual([CLAIM, 'INSERT payments', 'UPDATE idempotency_records']);
+  });
+});
+
+const mariadbUrl = process.env.TEST_MYSQL_URL;
+
+/** MariaDB has no UPDATE … RETURNING: a fresh key's completion still reads back nothing. */
+(mariadbUrl ? describe : describe.skip)('statements per path on MariaDB', () => {
+  const sent: string[] = [];
+  let prisma: MysqlClient;
+  beforeAll(async () => {
+    prisma = new MysqlClient({
+      adapter: new PrismaMariaDb(mariadbUrl!.replace(/^mysql:/, 'mariadb:')),
+      log: [{ emit: 'event', level: 'query' }],
+    });
+    // The first three words of each statement; the adapter's implicit COMMIT is a comment.
+    const onQuery = ({ query }: { query: string }) => {
+      if (!query.startsWith('--')) sent.push(query.replace(/\s+/g, ' ').split(' ').slice(0, 3).join(' '));
+    };
+    (prisma as unknown as { $on(event: 'query', listener: typeof onQuery): void }).$on('query', onQuery);
+    await prisma.$queryRawUnsafe('SELECT 1');
+  });
+  afterAll(() => prisma?.$disconnect());
+
+  it('fresh key, first attempt: the claim and the completion, one statement each', async () => {
+    const scope = uniqueScope();
+    sent.length = 0;
+    const result = await runIdempotent(
+      { store: prismaStore(prisma), scope, key: 'k', operation: 'pay', input: {}, firstAttempt: true },
+      async () => ({ paid: true }),
+    );
+    expect(sent).toEqual(['INSERT IGNORE INTO', 'INSERT INTO idempotency_records']);
+    expect(result.record.expiresAt.getTime() - result.record.completedAt.getTime()).toBe(86_400_000);
+    const stored = await prismaStore(prisma).find(scope, 'k');
+    expect(stored).toMatchObject({ status: 'COMPLETED', result: expect.stringContaining('paid') });
+    expect(stored!.completedAt).toEqual(result.record.completedAt);
   });
 });
