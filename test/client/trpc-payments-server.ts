@@ -1,9 +1,9 @@
-import type { AddressInfo } from 'node:net';
 import { initTRPC } from '@trpc/server';
 import { type CreateHTTPContextOptions, createHTTPServer } from '@trpc/server/adapters/standalone';
 import superjson from 'superjson';
 import { z } from 'zod';
 import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
+import { listen } from '../helpers/listen.js';
 import { type PaymentsBackend, scopeOf, WAIT_TIMEOUT_MS } from './payments.js';
 
 type Context = Pick<CreateHTTPContextOptions, 'req' | 'res' | 'info'> & { userId: string };
@@ -44,14 +44,5 @@ export async function startTrpcServer(backend: PaymentsBackend) {
     router: paymentsRouter(backend),
     createContext: ({ req, res, info }) => ({ req, res, info, userId: scopeOf(req.headers.authorization) }),
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return listen(server);
 }

@@ -1,19 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { memoryStore, runIdempotent, type Store, withLocalCache } from '../../src/index.js';
+import { countingReads } from '../helpers/counting-reads.js';
 
 /** A memory store on a clock the test moves, counting the reads that reach it. */
 function countedStore() {
   let now = 1_000_000;
   const clock = () => now;
-  const inner = memoryStore({ clock });
-  const reads = { count: 0 };
-  const store: Store<undefined> = Object.assign(Object.create(inner) as Store<undefined>, {
-    find(scope: string, key: string) {
-      reads.count++;
-      return inner.find(scope, key);
-    },
-  });
-  return { store, reads, clock, travel: (ms: number) => (now += ms) };
+  return { ...countingReads(memoryStore({ clock })), clock, travel: (ms: number) => (now += ms) };
 }
 
 /** Counts the claims made through `store`, in either mode, from now on. */

@@ -1,23 +1,11 @@
 import { createSchema, createYoga } from 'graphql-yoga';
 import { describe, expect, it } from 'vitest';
 import { useIdempotency } from '../../src/envelop/index.js';
-import { memoryStore, type Store } from '../../src/index.js';
-
-/** A memory store counting the reads `runIdempotent` sends before it claims. */
-function countedStore() {
-  const inner = memoryStore();
-  const reads = { count: 0 };
-  const store: Store<unknown> = Object.assign(Object.create(inner) as Store<unknown>, {
-    find(scope: string, key: string) {
-      reads.count++;
-      return inner.find(scope, key);
-    },
-  });
-  return { store, reads };
-}
+import { memoryStore } from '../../src/index.js';
+import { countingReads } from '../helpers/counting-reads.js';
 
 describe('useIdempotency and the Idempotency-Attempt header', () => {
-  const { store, reads } = countedStore();
+  const { store, reads } = countingReads(memoryStore());
   let runs = 0;
   const yoga = createYoga({
     schema: createSchema({

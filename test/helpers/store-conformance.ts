@@ -13,6 +13,7 @@ import {
   type Store,
   stepKey,
 } from '../../src/index.js';
+import { countingReads } from './counting-reads.js';
 import { uniqueScope } from './databases.js';
 import { gate } from './gate.js';
 
@@ -64,18 +65,16 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
     const onAnotherServer = (store: Store<unknown>): Store<unknown> =>
       Object.assign(Object.create(store) as Store<unknown>, { backend: {} });
 
-    /** `store`, counting the reads (`find`) that reach it; in-memory lookups are not reads. */
-    const countingReads = (store: Store<unknown>) => {
-      const reads = { count: 0 };
-      const counted = Object.assign(Object.create(store) as Store<unknown>, {
-        backend: store.backend ?? store, // the same process: shares its single flight
-        find(scope: string, key: string) {
-          reads.count++;
-          return store.find(scope, key);
-        },
-      });
-      return { store: counted, reads };
-    };
+    /** The store-level claim of key `k` by owner `a…`. */
+    const leaseRequest = (scope: string, leaseMs: number) => ({
+      scope,
+      key: 'k',
+      operation: 'op',
+      fingerprint: 'f'.repeat(64),
+      ttlMs: 60_000,
+      ownerToken: 'a'.repeat(64),
+      leaseMs,
+    });
 
     /** Moves the process's own clock (`Date`) as a server whose clock is off would have it. */
     const skewProcessClock = (ms: number) => {
@@ -281,17 +280,6 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
           if (outcome instanceof Error) expect(outcome).toBeInstanceOf(IdempotencyKeyInProgressError);
           else expect(outcome).toMatchObject({ value: 'charged' });
         }
-      });
-
-      /** The store-level claim of key `k` by owner `a…`. */
-      const leaseRequest = (scope: string, leaseMs: number) => ({
-        scope,
-        key: 'k',
-        operation: 'op',
-        fingerprint: 'f'.repeat(64),
-        ttlMs: 60_000,
-        ownerToken: 'a'.repeat(64),
-        leaseMs,
       });
 
       /** A call of `options` that holds its key (its resolver runs) until `release()`; it answers `done`. */
@@ -590,15 +578,7 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       it('refuses a stale owner’s step writes (fencing) and lets only the owner clear steps', async () => {
         const scope = uniqueScope();
         const store = target().store();
-        const claim = {
-          scope,
-          key: 'k',
-          operation: 'op',
-          fingerprint: 'f'.repeat(64),
-          ttlMs: 60_000,
-          ownerToken: 'a'.repeat(64),
-          leaseMs: 5_000,
-        };
+        const claim = leaseRequest(scope, 5_000);
         const a = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
         const b = { scope, key: 'k', ownerToken: 'b'.repeat(64) };
         const step = (name: string, position: number) => ({

@@ -1,29 +1,17 @@
-import type { AddressInfo } from 'node:net';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import { initTRPC } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { memoryStore, type Store } from '../../src/index.js';
+import { memoryStore } from '../../src/index.js';
 import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
+import { countingReads } from '../helpers/counting-reads.js';
+import { listen } from '../helpers/listen.js';
 
 const t = initTRPC.context<{ user: string }>().create({ errorFormatter: idempotencyErrorFormatter });
 
-/** A memory store counting the reads `runIdempotent` sends before it claims. */
-function countedStore() {
-  const inner = memoryStore();
-  const reads = { count: 0 };
-  const store: Store<unknown> = Object.assign(Object.create(inner) as Store<unknown>, {
-    find(scope: string, key: string) {
-      reads.count++;
-      return inner.find(scope, key);
-    },
-  });
-  return { store, reads };
-}
-
 describe('idempotency() and the Idempotency-Attempt header', () => {
-  const { store, reads } = countedStore();
+  const { store, reads } = countingReads(memoryStore());
   let runs = 0;
   const router = t.router({
     pay: t.procedure
@@ -36,17 +24,11 @@ describe('idempotency() and the Idempotency-Attempt header', () => {
     createContext: ({ req, res, info }) => ({ req, res, info, user: 'alice' }),
   });
   let url = '';
+  let close: () => Promise<void> = async () => undefined;
   beforeAll(async () => {
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    ({ url, close } = await listen(server));
   });
-  afterAll(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
+  afterAll(() => close());
 
   /** Sends `pay` with these headers; returns its result, how many reads it cost, and the replay header. */
   async function pay(headers: Record<string, string>, amount = 1) {

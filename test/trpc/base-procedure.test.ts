@@ -1,10 +1,10 @@
-import type { AddressInfo } from 'node:net';
 import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
 import { TRPCError } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotencyHeaders, idempotencyLink } from '../../src/client/index.js';
 import { connect, databases, uniqueScope } from '../helpers/databases.js';
+import { listen } from '../helpers/listen.js';
 import { type AppRouter, type Context, createRouter } from './samples/base-procedure.js';
 
 type Prisma = Awaited<ReturnType<typeof connect>>;
@@ -82,9 +82,9 @@ describe('an idempotent base procedure, extended per route with .input()', () =>
 
   describe('over HTTP with @trpc/client', () => {
     let url: string;
-    let server: ReturnType<typeof createHTTPServer>;
+    let close: () => Promise<void> = async () => undefined;
     beforeAll(async () => {
-      server = createHTTPServer({
+      const server = createHTTPServer({
         router: createRouter(prisma),
         createContext: ({ req, res, info }) => ({
           req,
@@ -93,16 +93,9 @@ describe('an idempotent base procedure, extended per route with .input()', () =>
           user: req.headers.authorization ? { id: req.headers.authorization } : null,
         }),
       });
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      ({ url, close } = await listen(server));
     });
-    afterAll(
-      () =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    );
+    afterAll(() => close());
 
     const clientFor = (user: string) =>
       createTRPCClient<AppRouter>({
