@@ -364,16 +364,37 @@ describe('retryingTransaction', () => {
       ...writeConflict,
     });
 
-  it('runs a transaction that hit a write conflict again, up to maxRetries times, then answers 503', async () => {
-    let attempts = 0;
+  /**
+   * `retryingTransaction` over work that throws `thrown()` on every attempt, asking `aborted` (when
+   * given) whether the database aborted the transaction: the error it ends with, and how many times
+   * the work and the question ran.
+   */
+  async function failingEveryAttempt(
+    thrown: () => unknown,
+    options: Parameters<typeof retryingTransaction>[1],
+    aborted?: () => unknown,
+  ) {
+    const counts = { attempts: 0, probes: 0 };
     const error = await retryingTransaction(
       async (inside) =>
-        inside(async () => {
-          attempts++;
-          throw conflict();
-        }),
-      { maxRetries: 2 },
+        inside(
+          async () => {
+            counts.attempts++;
+            throw thrown();
+          },
+          aborted &&
+            (async () => {
+              counts.probes++;
+              return aborted();
+            }),
+        ),
+      options,
     ).catch((e: unknown) => e);
+    return { error, ...counts };
+  }
+
+  it('runs a transaction that hit a write conflict again, up to maxRetries times, then answers 503', async () => {
+    const { error, attempts } = await failingEveryAttempt(conflict, { maxRetries: 2 });
     expect(attempts).toBe(3);
     expect(classify(error)).toBe('writeConflict');
     expect(error).toMatchObject({ code: 'IDEMPOTENCY_STORE_UNAVAILABLE' });
@@ -381,15 +402,7 @@ describe('retryingTransaction', () => {
 
   it('rethrows the resolver’s own error untouched, even one caused by ECONNREFUSED', async () => {
     const thrown = gatewayDown();
-    let attempts = 0;
-    const error = await retryingTransaction(
-      async (inside) =>
-        inside(async () => {
-          attempts++;
-          throw thrown;
-        }),
-      { maxRetries: 3 },
-    ).catch((e: unknown) => e);
+    const { error, attempts } = await failingEveryAttempt(() => thrown, { maxRetries: 3 });
     expect(error).toBe(thrown);
     expect(attempts).toBe(1);
   });
@@ -404,15 +417,7 @@ describe('retryingTransaction', () => {
     const failed = Object.assign(new Error('Unique constraint failed'), {
       errors: [{ originalError: unique }, { originalError: gatewayDown() }],
     });
-    let attempts = 0;
-    const error = await retryingTransaction(
-      async (inside) =>
-        inside(async () => {
-          attempts++;
-          throw failed;
-        }),
-      { maxRetries: 3 },
-    ).catch((e: unknown) => e);
+    const { error, attempts } = await failingEveryAttempt(() => failed, { maxRetries: 3 });
     expect(error).toBe(failed);
     expect(attempts).toBe(1);
   });
@@ -421,22 +426,11 @@ describe('retryingTransaction', () => {
     // Galera's background abort: the resolver's read-back ran outside the aborted transaction and
     // found nothing; the probe on the transaction's connection then got the 1213.
     const readBack = new TypeError("Cannot read properties of null (reading 'id')");
-    let attempts = 0;
-    let probes = 0;
-    const error = await retryingTransaction(
-      async (inside) =>
-        inside(
-          async () => {
-            attempts++;
-            throw readBack;
-          },
-          async () => {
-            probes++;
-            return conflict();
-          },
-        ),
+    const { error, attempts, probes } = await failingEveryAttempt(
+      () => readBack,
       { maxRetries: 2 },
-    ).catch((e: unknown) => e);
+      conflict,
+    );
     expect(attempts).toBe(3);
     expect(probes).toBe(3);
     expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
@@ -447,39 +441,21 @@ describe('retryingTransaction', () => {
 
   it('rethrows the work’s error as it is when the transaction is still open', async () => {
     const declined = new Error('card declined');
-    let attempts = 0;
-    const error = await retryingTransaction(
-      async (inside) =>
-        inside(
-          async () => {
-            attempts++;
-            throw declined;
-          },
-          async () => undefined,
-        ),
+    const { error, attempts } = await failingEveryAttempt(
+      () => declined,
       { maxRetries: 3 },
-    ).catch((e: unknown) => e);
+      () => undefined,
+    );
     expect(error).toBe(declined);
     expect(attempts).toBe(1);
   });
 
   it('does not probe after an error that already says what happened to the database', async () => {
-    let probes = 0;
-    let attempts = 0;
-    const error = await retryingTransaction(
-      async (inside) =>
-        inside(
-          async () => {
-            attempts++;
-            throw conflict();
-          },
-          async () => {
-            probes++;
-            return undefined;
-          },
-        ),
+    const { error, attempts, probes } = await failingEveryAttempt(
+      conflict,
       { maxRetries: 1 },
-    ).catch((e: unknown) => e);
+      () => undefined,
+    );
     expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
     expect(attempts).toBe(2);
     expect(probes).toBe(0);
@@ -507,18 +483,10 @@ describe('retryingTransaction', () => {
         kind: 'SocketTimeout',
         originalCode: 'SQLITE_BUSY',
       });
-    let attempts = 0;
     let ticks = 0;
     const ticker = setInterval(() => ticks++, 5);
     const started = performance.now();
-    const error = await retryingTransaction(
-      async (inside) =>
-        inside(async () => {
-          attempts++;
-          throw busy();
-        }),
-      { maxRetries: 0, busyWaitMs: 300 },
-    ).catch((e: unknown) => e);
+    const { error, attempts } = await failingEveryAttempt(busy, { maxRetries: 0, busyWaitMs: 300 });
     clearInterval(ticker);
     expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
     expect(attempts).toBeGreaterThan(3);
