@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createSchema, createYoga, type YogaInitialContext } from 'graphql-yoga';
 import { useIdempotency } from '../../src/envelop/index.js';
+import { listen } from '../helpers/listen.js';
 import { type PaymentInput, type PaymentsBackend, scopeOf, WAIT_TIMEOUT_MS } from './payments.js';
 
 const typeDefs = /* GraphQL */ `
@@ -56,15 +56,6 @@ export async function startYogaServer(backend: PaymentsBackend) {
     ],
     logging: false,
   });
-  const server = createServer(yoga);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/graphql`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const { url, close } = await listen(createServer(yoga));
+  return { url: `${url}/graphql`, close };
 }

@@ -1,5 +1,4 @@
-import { createServer as createNodeServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNodeServer } from 'node:http';
 import { Decimal } from '@prisma/client/runtime/client';
 import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from '@trpc/client';
 import { type inferRouterInputs, type inferRouterOutputs, TRPCError } from '@trpc/server';
@@ -17,6 +16,7 @@ import {
 import { prismaStore } from '../../src/prisma/index.js';
 import { idempotencyErrorData } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { listen } from '../helpers/listen.js';
 
 type PaymentInput = inferRouterInputs<AppRouter>['createPayment'];
 type Payment = inferRouterOutputs<AppRouter>['createPayment'];
@@ -51,16 +51,6 @@ async function failureOfCall(call: Promise<unknown>) {
   );
 }
 
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-async function close(server: Server | undefined): Promise<void> {
-  server?.closeAllConnections();
-  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
-}
-
 /** A client whose every call is an HTTP request of its own; it remembers the last response's headers. */
 function clientOf(
   url: string,
@@ -93,19 +83,19 @@ const headersOf = (user: string, key?: string): Record<string, string> => ({
 describeEachDatabase('tRPC createPayment', (db) => {
   let prisma: Awaited<ReturnType<typeof connect>>;
   let store: ReturnType<typeof prismaStore<typeof prisma>>;
-  let standalone: Server | undefined;
-  let fetchServer: Server | undefined;
   const urls = { standalone: '', fetch: '' };
+  const closers: (() => Promise<void>)[] = [];
 
   beforeAll(async () => {
     prisma = await connect(db);
     store = prismaStore(prisma);
-    standalone = createServer(prisma);
-    urls.standalone = await listen(standalone);
+    const standalone = await listen(createServer(prisma));
+    closers.push(standalone.close);
+    urls.standalone = standalone.url;
 
     // The fetch adapter, served from Node: Request in, Response out.
     const router = createAppRouter(prisma);
-    fetchServer = createNodeServer(async (req, res) => {
+    const fetchServer = createNodeServer(async (req, res) => {
       const response = await fetchRequestHandler({
         endpoint: '/trpc',
         req: incomingMessageToRequest(req, res, { maxBodySize: null }),
@@ -120,10 +110,12 @@ describeEachDatabase('tRPC createPayment', (db) => {
       res.writeHead(response.status, Object.fromEntries(response.headers));
       res.end(Buffer.from(await response.arrayBuffer()));
     });
-    urls.fetch = `${await listen(fetchServer)}/trpc`;
+    const served = await listen(fetchServer);
+    closers.push(served.close);
+    urls.fetch = `${served.url}/trpc`;
   });
   afterAll(async () => {
-    await Promise.all([close(standalone), close(fetchServer)]);
+    await Promise.all(closers.map((close) => close()));
     await prisma?.$disconnect();
   });
 

@@ -1,6 +1,6 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import type { IdempotencyExtension } from '../../src/envelop/index.js';
+import { listen as listenOn } from '../helpers/listen.js';
 
 /** A GraphQL response as the client sees it. */
 export interface GraphQLResponse {
@@ -57,15 +57,6 @@ export async function postGraphQL(fetchFn: FetchLike, url: string, request: Grap
 export async function listen(
   handler: Parameters<typeof createServer>[1],
 ): Promise<{ url: string; close: () => Promise<void> }> {
-  const server: Server = createServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/graphql`,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections();
-        server.close((error) => (error ? reject(error) : resolve()));
-      }),
-  };
+  const { url, close } = await listenOn(createServer(handler));
+  return { url: `${url}/graphql`, close };
 }

@@ -1,4 +1,3 @@
-import type { AddressInfo } from 'node:net';
 import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
 import { initTRPC } from '@trpc/server';
 import { type CreateHTTPContextOptions, createHTTPServer } from '@trpc/server/adapters/standalone';
@@ -6,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { memoryStore } from '../../src/index.js';
 import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
+import { listen } from '../helpers/listen.js';
 
 const t = initTRPC.context<{ user: string }>().create({ errorFormatter: idempotencyErrorFormatter });
 
@@ -22,18 +22,11 @@ async function serve(
       .mutation(() => ++runs),
   });
   const server = createHTTPServer({ router, createContext });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { url, close } = await listen(server);
   const client = createTRPCClient<typeof router>({
     links: [httpLink({ url, headers })],
   });
-  closers.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
+  closers.push(close);
   return { client, runs: () => runs };
 }
 

@@ -1,5 +1,3 @@
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Decimal } from '@prisma/client/runtime/client';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import { initTRPC } from '@trpc/server';
@@ -9,6 +7,7 @@ import { z } from 'zod';
 import { prismaStore } from '../../src/prisma/index.js';
 import { idempotency } from '../../src/trpc/index.js';
 import { connect, uniqueScope } from '../helpers/databases.js';
+import { listen } from '../helpers/listen.js';
 import { describeEachServer, type WriteConflicts, writeConflicts } from '../helpers/write-conflicts.js';
 
 interface Context {
@@ -45,24 +44,23 @@ describeEachServer('idempotency() retries a write conflict of the resolver’s o
   let prisma: Client;
   let conflicts: WriteConflicts;
   let router: ReturnType<typeof createRouter>;
-  let server: Server;
   let url: string;
+  let close: (() => Promise<void>) | undefined;
   const runs = { count: 0 };
 
   beforeAll(async () => {
     prisma = await connect(db);
     conflicts = await writeConflicts(prisma, db.provider);
     router = createRouter(prisma, conflicts, runs);
-    server = createHTTPServer({
-      router,
-      createContext: ({ req }) => ({ userId: String(req.headers['x-user-id']), headers: req.headers }),
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    ({ url, close } = await listen(
+      createHTTPServer({
+        router,
+        createContext: ({ req }) => ({ userId: String(req.headers['x-user-id']), headers: req.headers }),
+      }),
+    ));
   });
   afterAll(async () => {
-    server?.closeAllConnections();
-    await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
+    await close?.();
     await prisma?.$disconnect();
   });
 
