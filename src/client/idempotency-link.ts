@@ -140,16 +140,20 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
  * that key this is (1, then 2, 3… on retries; only for a key the link made, since a caller's key
  * may have been sent before). On an `httpBatchLink` (`{ opList }`), whose calls share one set of
  * headers: no key (each travels in its call's input), and `Idempotency-Attempt` as the highest
- * over the batch, so a batch holding any retry, or a call whose sends are not counted, is not
- * marked as a first attempt. The server claims a first attempt's key without reading its record
- * first: one round trip less. Combine it with your own:
+ * over the batch's mutations, so a batch holding any retry, or a mutation whose sends are not
+ * counted, is not marked as a first attempt (its queries do not count). The server claims a first
+ * attempt's key without reading its record first: one round trip less. Combine it with your own:
  * `headers: ({ op }) => ({ ...idempotencyHeaders({ op }), … })`.
  */
 export function idempotencyHeaders(
-  options: { op: Pick<Operation, 'context'> } | { opList: readonly Pick<Operation, 'context'>[] },
+  options:
+    | { op: Pick<Operation, 'context'> }
+    | { opList: readonly (Pick<Operation, 'context'> & Partial<Pick<Operation, 'type'>>)[] },
 ): Record<string, string> {
   if ('opList' in options) {
-    const attempts = options.opList.map(({ context }) => attemptOf(context));
+    // Only mutations take keys; the server looks at no query's attempt.
+    const mutations = options.opList.filter(({ type }) => type === undefined || type === 'mutation');
+    const attempts = mutations.map(({ context }) => attemptOf(context));
     if (attempts.length === 0 || attempts.includes(undefined)) return {};
     return { [ATTEMPT_HEADER]: String(Math.max(...(attempts as number[]))) };
   }

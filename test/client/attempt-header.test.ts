@@ -68,6 +68,14 @@ describe('idempotencyHeaders and Idempotency-Attempt', () => {
     expect(idempotencyHeaders({ opList: [firstB!, retryA!] })).toEqual({ 'Idempotency-Attempt': '2' });
   });
 
+  it('leaves the queries of a batch out of its attempt', async () => {
+    const { pay, sent } = clientOf(0);
+    await pay({ amount: 1 });
+    const query = { type: 'query', context: {} } as const;
+    expect(idempotencyHeaders({ opList: [query, sent[0]!] })).toEqual({ 'Idempotency-Attempt': '1' });
+    expect(idempotencyHeaders({ opList: [query] })).toEqual({});
+  });
+
   it('writes nothing for a batch holding a call whose sends are not counted', async () => {
     const { pay, sent } = clientOf(0);
     await pay({ amount: 1 });
