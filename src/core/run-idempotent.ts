@@ -18,8 +18,8 @@ import { type KeyPolicy, validateKey } from './key.js';
 import { runUnderLease } from './lease-runner.js';
 import type { IdempotencyKeySource, ObserveCall } from './observer.js';
 import { type Serializer, superjsonSerializer } from './serializer.js';
-import { heldKeys, waitForHolders } from './single-flight.js';
-import type { Store } from './store.js';
+import { heldKeys, look, waitForHolders } from './single-flight.js';
+import type { Store, StoredRecord } from './store.js';
 import { runInTransaction, stillRunning } from './transactional-runner.js';
 
 export type { ClaimInfo, ErrorCodec, IdempotentResult, RecordInfo, Resolver, ResolverClaim };
@@ -167,28 +167,45 @@ async function dispatch<T, Tx>(
   const held = heldKeys(store.backend ?? store);
   const id = `${request.scope}\u0000${request.key}`;
   const waitStarted = call.clock();
+  let duplicate = false;
   for (;;) {
-    const holder = held.has(id);
+    const holder = held.holders.has(id);
+    duplicate ||= holder;
     const holders = () => waitForHolders(held, id, call.waitDeadline, call.clock);
     const settled = await (tracking && holder ? tracking.waitFor(holders()) : holders());
     if (!settled) {
       call.emit('in_progress');
       throw stillRunning(call);
     }
-    // A first attempt reads no record (the claim answers for one after all), unless it waited for
-    // a holder of its key: it is a duplicate then, and the holder's record is one read away.
-    const read = !call.firstAttempt || holder;
-    const found = read
-      ? await store.find(request.scope, request.key)
-      : (store.findCached?.(request.scope, request.key) ?? null);
-    const record = await waitWhileRunning(call, found, waitStarted);
+    // A first attempt reads no record (the claim answers for one after all), unless it met a
+    // holder of its key: it is a duplicate then, and the holder's record is one read away.
+    const looking = look(held, id);
+    const record = await recordOf(call, !call.firstAttempt || duplicate, waitStarted).finally(looking.end);
+    duplicate ||= looking.released;
     const decision = decide(record, request);
     if (decision.kind === 'foreign') throw foreignRecordError(record!, request);
     if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, record!, decision);
-    // Another call of this process took the key while we read: wait for it, then read again.
-    if (!held.has(id)) break;
+    // Another call of this process took the key while we read (it holds it, or committed after our
+    // read saw the store): wait for it, then read again.
+    if (!held.holders.has(id) && !looking.released) break;
   }
   return mode === 'lease' ? runUnderLease(call) : runInTransaction(call, held, id);
+}
+
+/**
+ * The key's record as the call finds it: read from the store (`read`), or else only from the
+ * store's memory; then, while another call runs under a lease, waited on (`waitWhileRunning`).
+ */
+async function recordOf<T, Tx>(
+  call: Call<T, Tx>,
+  read: boolean,
+  waitStarted: number,
+): Promise<StoredRecord | null> {
+  const { store, request } = call;
+  const found = read
+    ? await store.find(request.scope, request.key)
+    : (store.findCached?.(request.scope, request.key) ?? null);
+  return waitWhileRunning(call, found, waitStarted);
 }
 
 /** Checks the options and fills in their defaults. */

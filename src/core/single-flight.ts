@@ -6,29 +6,60 @@
  * holder has finished, since through a single-connection adapter (Prisma's SQLite) a read would
  * see the holder's uncommitted result.
  */
-const holders = new WeakMap<object, Map<string, Promise<void>>>();
+export interface HeldKeys {
+  readonly holders: Map<string, Promise<void>>;
+  /** The calls looking at a key's record, each told when a holder of the key lets go meanwhile. */
+  readonly lookers: Map<string, Set<Look>>;
+}
+
+/**
+ * One call's look at a key's record: `released` once a call of this process held the key and let
+ * go of it after the look began. A record read during the look may then predate that call's
+ * commit: read it again rather than claim the key.
+ */
+export interface Look {
+  released: boolean;
+  end(): void;
+}
+
+const backends = new WeakMap<object, HeldKeys>();
 
 /** The keys held in this process on `backend`. */
-export function heldKeys(backend: object): Map<string, Promise<void>> {
-  let held = holders.get(backend);
+export function heldKeys(backend: object): HeldKeys {
+  let held = backends.get(backend);
   if (!held) {
-    held = new Map();
-    holders.set(backend, held);
+    held = { holders: new Map(), lookers: new Map() };
+    backends.set(backend, held);
   }
   return held;
 }
 
 /** Marks `id` as held until the returned function is called. */
-export function hold(held: Map<string, Promise<void>>, id: string): () => void {
+export function hold({ holders, lookers }: HeldKeys, id: string): () => void {
   let settle = () => {};
   const holding = new Promise<void>((resolve) => {
     settle = resolve;
   });
-  held.set(id, holding);
+  holders.set(id, holding);
   return () => {
-    if (held.get(id) === holding) held.delete(id);
+    if (holders.get(id) === holding) holders.delete(id);
+    for (const look of lookers.get(id) ?? []) look.released = true;
     settle();
   };
+}
+
+/** Starts a look at `id`'s record (see `Look`); `end()` it once the record is read. */
+export function look({ lookers }: HeldKeys, id: string): Look {
+  const looks = lookers.get(id) ?? new Set<Look>();
+  const current: Look = {
+    released: false,
+    end() {
+      looks.delete(current);
+      if (looks.size === 0 && lookers.get(id) === looks) lookers.delete(id);
+    },
+  };
+  lookers.set(id, looks.add(current));
+  return current;
 }
 
 /**
@@ -36,12 +67,12 @@ export function hold(held: Map<string, Promise<void>>, id: string): () => void {
  * passed first.
  */
 export async function waitForHolders(
-  held: Map<string, Promise<void>>,
+  { holders }: HeldKeys,
   id: string,
   deadline: number,
   clock: () => number,
 ): Promise<boolean> {
-  for (let holder = held.get(id); holder; holder = held.get(id)) {
+  for (let holder = holders.get(id); holder; holder = holders.get(id)) {
     if (!(await settlesBefore(holder, deadline, clock))) return false;
   }
   return true;

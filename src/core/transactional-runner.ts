@@ -1,7 +1,7 @@
 import { answer, type Call, type IdempotentResult, ranRecord, storedErrorText, storedText } from './call.js';
 import { decide, foreignRecordError } from './decide.js';
 import { IdempotencyKeyInProgressError } from './errors.js';
-import { hold } from './single-flight.js';
+import { type HeldKeys, hold } from './single-flight.js';
 import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
 
 /** What the transaction ended with: the resolver ran, or another call's record answers. */
@@ -16,7 +16,7 @@ type Outcome<T> =
  */
 export async function runInTransaction<T, Tx>(
   call: Call<T, Tx>,
-  held: Map<string, Promise<void>>,
+  held: HeldKeys,
   id: string,
 ): Promise<IdempotentResult<T>> {
   const { store, request, waitTimeoutMs } = call;

@@ -10,6 +10,7 @@ import {
   memoryStore,
   runIdempotent,
 } from '../../src/index.js';
+import { gate } from '../helpers/gate.js';
 
 const base = () => ({
   store: memoryStore(),
@@ -242,5 +243,33 @@ describe('runIdempotent: the wait for a holder', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('runIdempotent: duplicates in one process', () => {
+  it('opens no transaction for a duplicate whose read missed a call that committed while it read', async () => {
+    const store = memoryStore();
+    const late = gate();
+    let reads = 0;
+    let transactions = 0;
+    // The second read sees the store before the first call commits, and answers after it committed.
+    const slowSecondRead = Object.assign(Object.create(store), {
+      async find(scope: string, key: string) {
+        const found = await store.find(scope, key);
+        if (++reads === 2) await late.opened;
+        return found;
+      },
+      transaction(work: Parameters<NonNullable<typeof store.transaction>>[0]) {
+        transactions++;
+        return store.transaction!(work);
+      },
+    });
+    const options = { ...base(), store: slowSecondRead };
+    const first = runIdempotent(options, async () => 'ran');
+    const duplicate = runIdempotent(options, async () => 'ran twice');
+    await expect(first).resolves.toMatchObject({ value: 'ran', replayed: false });
+    late.open();
+    await expect(duplicate).resolves.toMatchObject({ value: 'ran', replayed: true });
+    expect(transactions).toBe(1);
   });
 });
