@@ -58,6 +58,8 @@ export interface ObservedCall {
   mode: 'transactional' | 'lease';
   /** Where the key came from; `undefined` when `runIdempotent` is called directly without it. */
   keySource: IdempotencyKeySource | undefined;
+  /** The client said it never sent this key before (`Idempotency-Attempt: 1`, `firstAttempt`). */
+  firstAttempt: boolean;
 }
 
 /** How a call ended. */

@@ -243,7 +243,15 @@ function resolveCall<T, Tx>(
   };
   const tracking = CallTracking.of(
     options.observe,
-    { scope, key, operation, fingerprint: request.fingerprint, mode, keySource: options.keySource },
+    {
+      scope,
+      key,
+      operation,
+      fingerprint: request.fingerprint,
+      mode,
+      keySource: options.keySource,
+      firstAttempt: options.firstAttempt ?? false,
+    },
     clock,
   );
   const emit = (type: IdempotencyEventType) => {

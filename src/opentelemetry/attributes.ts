@@ -11,6 +11,8 @@ export const ATTR_MODE = 'idempotency.mode';
 export const ATTR_OPERATION = 'idempotency.operation';
 /** Where the key came from: `header`, `input` (tRPC) or `argument` (GraphQL field). */
 export const ATTR_KEY_SOURCE = 'idempotency.key_source';
+/** `true` when the client said it never sent the key before (`Idempotency-Attempt: 1`): no read came first. */
+export const ATTR_FIRST_ATTEMPT = 'idempotency.first_attempt';
 /** The SHA-256 of the key, in hex: correlates a key across logs without revealing it. */
 export const ATTR_KEY_HASH = 'idempotency.key_hash';
 /** The scope (the principal): written only with `recordScope: true`, as it may be personal data. */

@@ -23,6 +23,7 @@ import {
 import type { CallObserver, IdempotencyPhase, ObserveCall, ObservedCall } from '../core/observer.js';
 import {
   ATTR_ERROR_TYPE,
+  ATTR_FIRST_ATTEMPT,
   ATTR_KEY_HASH,
   ATTR_KEY_SOURCE,
   ATTR_MODE,
@@ -231,6 +232,7 @@ function identity(call: ObservedCall, recordScope: boolean): Attributes {
   const attributes: Attributes = {
     [ATTR_KEY_HASH]: createHash('sha256').update(call.key).digest('hex'),
   };
+  if (call.firstAttempt) attributes[ATTR_FIRST_ATTEMPT] = true;
   if (call.keySource !== undefined) attributes[ATTR_KEY_SOURCE] = call.keySource;
   if (recordScope) attributes[ATTR_SCOPE] = call.scope;
   return attributes;

@@ -10,6 +10,7 @@ const call = {
   operation: 'payments.create',
   fingerprint: 'f',
   keySource: undefined,
+  firstAttempt: false,
 };
 
 it('observes nothing while no OpenTelemetry SDK is registered, then follows the SDK registered later', async () => {

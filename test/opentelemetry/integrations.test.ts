@@ -10,6 +10,7 @@ import type { Prisma } from '../../generated/sqlite/client.js';
 import { useIdempotency } from '../../src/envelop/index.js';
 import { runIdempotent } from '../../src/index.js';
 import {
+  ATTR_FIRST_ATTEMPT,
   ATTR_KEY_SOURCE,
   ATTR_OUTCOME,
   ATTR_TX_RETRIES,
@@ -82,14 +83,14 @@ describeEachDatabase('Spans of idempotent calls with Prisma', (db) => {
           ctx.tx.payment.create({ data: { userId, amount: new Decimal(input.amount), currency: 'EUR' } }),
         ),
     });
-    const send = (name: string) =>
+    const send = (name: string, headers: Record<string, string> = {}) =>
       tracer.startActiveSpan(name, async (request) => {
         const response = await fetchRequestHandler({
           endpoint: '/trpc',
           router,
           req: new Request('http://localhost/trpc/pay', {
             method: 'POST',
-            headers: { 'content-type': 'application/json', 'Idempotency-Key': 'pay-1' },
+            headers: { 'content-type': 'application/json', 'Idempotency-Key': 'pay-1', ...headers },
             body: JSON.stringify({ amount: '3.00' }),
           }),
           createContext: ({ req }) => ({ req, userId }),
@@ -97,13 +98,17 @@ describeEachDatabase('Spans of idempotent calls with Prisma', (db) => {
         request.end();
         return response.status;
       });
-    expect(await send('POST /trpc/pay (first)')).toBe(200);
-    expect(await send('POST /trpc/pay (retry)')).toBe(200);
+    expect(await send('POST /trpc/pay (first)', { 'Idempotency-Attempt': '1' })).toBe(200);
+    expect(await send('POST /trpc/pay (retry)', { 'Idempotency-Attempt': '2' })).toBe(200);
     expect(await prisma.payment.count({ where: { userId } })).toBe(1);
 
     const first = callSpanUnder('POST /trpc/pay (first)');
-    expect(first.attributes).toMatchObject({ [ATTR_OUTCOME]: 'executed', [ATTR_KEY_SOURCE]: 'header' });
-    // The read, then one transaction holding the claim, the resolver's insert and the completion.
+    expect(first.attributes).toMatchObject({
+      [ATTR_OUTCOME]: 'executed',
+      [ATTR_KEY_SOURCE]: 'header',
+      [ATTR_FIRST_ATTEMPT]: true,
+    });
+    // No read (a first attempt), one transaction holding the claim, the resolver's insert and the completion.
     const below = descendantsOf(first);
     const transaction = below.find((s) => s.name === 'prisma:client:transaction');
     expect(transaction && isChildOf(transaction, first)).toBe(true);
@@ -113,6 +118,7 @@ describeEachDatabase('Spans of idempotent calls with Prisma', (db) => {
     expect(operations).toHaveLength(3);
     const retry = callSpanUnder('POST /trpc/pay (retry)');
     expect(retry.attributes[ATTR_OUTCOME]).toBe('replayed');
+    expect(retry.attributes[ATTR_FIRST_ATTEMPT]).toBeUndefined();
     expect(descendantsOf(retry).some((s) => s.name.startsWith('prisma:'))).toBe(true);
   });
 
