@@ -1,9 +1,13 @@
 import type { PrismaQueryable } from './client.js';
 
-/** The raw-query part of a connected Prisma driver adapter (what `await factory.connect()` returns). */
-export interface SqlDriverAdapterLike {
+/** The raw queries of a connected Prisma driver adapter (what `await factory.connect()` returns). */
+export interface AdapterQueries {
   queryRaw(query: SqlQuery): Promise<{ columnNames: string[]; rows: unknown[][] }>;
   executeRaw(query: SqlQuery): Promise<number>;
+}
+
+/** A connected Prisma driver adapter, as the CLI uses one. */
+export interface SqlDriverAdapterLike extends AdapterQueries {
   dispose(): Promise<void>;
   getConnectionInfo?(): { schemaName?: string };
 }
@@ -11,7 +15,7 @@ export interface SqlDriverAdapterLike {
 interface SqlQuery {
   sql: string;
   args: unknown[];
-  argTypes: { scalarType: string; arity: 'scalar' }[];
+  argTypes: { scalarType: string; arity: 'scalar' | 'list'; dbType?: string }[];
 }
 
 /**
@@ -19,7 +23,7 @@ interface SqlQuery {
  * run where there is no generated Prisma client (the CLI). Rows come back as objects keyed by
  * column name, as a Prisma client returns them.
  */
-export function queryableOf(adapter: SqlDriverAdapterLike): PrismaQueryable {
+export function queryableOf(adapter: AdapterQueries): PrismaQueryable {
   const query = (sql: string, values: unknown[]): SqlQuery => ({
     sql,
     args: values,

@@ -5,6 +5,7 @@ export {
   type DriverAdapterFactory,
   providerOfUrl,
 } from './adapter-for-url.js';
+export type { AdapterQueries } from './adapter-queryable.js';
 export type {
   PrismaClientLike,
   PrismaQueryable,

@@ -9,6 +9,7 @@ import { runIdempotent } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
+import { recordedAdapter } from '../helpers/recorded-adapter.js';
 
 const url = process.env.TEST_POSTGRES_URL;
 
@@ -112,6 +113,23 @@ const url = process.env.TEST_POSTGRES_URL;
     const call = () => runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
     await call();
     expect(await counted(one, call)).toEqual([FIND]);
+  });
+
+  it('replay with reads through the driver adapter: the same one read, sent past the client', async () => {
+    const scope = uniqueScope();
+    // Over the counted client's own pool, so the pool's count shows the adapter's read too.
+    const adapter = recordedAdapter(await new PrismaPg(one.pool).connect());
+    try {
+      const store = prismaStore(one.prisma, { reads: adapter.reads });
+      const call = () => runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
+      const first = await call();
+      adapter.queries.length = 0;
+      expect(await counted(one, call)).toEqual([FIND]);
+      expect(adapter.queries).toHaveLength(1);
+      expect(await call()).toEqual({ ...first, replayed: true });
+    } finally {
+      await adapter.reads.dispose();
+    }
   });
 
   it('replay with localCache, on the server that ran it: nothing', async () => {

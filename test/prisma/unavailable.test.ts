@@ -5,6 +5,7 @@ import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../../generated/postgresql/client.js';
 import { IdempotencyStoreUnavailableError, runIdempotent } from '../../src/index.js';
 import { adapterForUrl, prismaStore } from '../../src/prisma/index.js';
+import { connectRecordedAdapter } from '../helpers/recorded-adapter.js';
 
 // Nothing listens on port 1: these run everywhere, no database server needed.
 describe.each([
@@ -25,6 +26,29 @@ describe.each([
     expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
     expect((error as IdempotencyStoreUnavailableError).code).toBe('IDEMPOTENCY_STORE_UNAVAILABLE');
     expect((error as IdempotencyStoreUnavailableError).status).toBe(503);
+    expect(calls).toBe(0);
+  });
+
+  it('fails the mutation with IDEMPOTENCY_STORE_UNAVAILABLE when its read through the driver adapter fails', async () => {
+    const prisma = new (Client as typeof PostgresClient)({ adapter: (await adapterForUrl(url)) as never });
+    const adapter = await connectRecordedAdapter(url);
+    clients.push(prisma, { $disconnect: () => adapter.reads.dispose() });
+    let calls = 0;
+    const error = await runIdempotent(
+      {
+        store: prismaStore(prisma, { reads: adapter.reads }),
+        scope: 'u',
+        key: 'k',
+        operation: 'op',
+        input: {},
+      },
+      async () => ++calls,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+    expect((error as IdempotencyStoreUnavailableError).code).toBe('IDEMPOTENCY_STORE_UNAVAILABLE');
+    expect((error as IdempotencyStoreUnavailableError).status).toBe(503);
+    // The client cannot reach the database either: the failure came through the adapter.
+    expect(adapter.queries).toHaveLength(1);
     expect(calls).toBe(0);
   });
 });
