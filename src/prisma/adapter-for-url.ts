@@ -3,6 +3,7 @@ import type { Provider } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './database-errors.js';
 import { lazyBegin, type PgClientClass } from './lazy-begin.js';
 import { redact } from './redact.js';
+import { idempotencyStatementNames } from './sql.js';
 
 export { redact } from './redact.js';
 
@@ -51,6 +52,12 @@ export interface AdapterForUrlOptions {
    * the URL has no `connect_timeout`. @default no limit, as in `pg`
    */
   connectTimeoutMs?: number | undefined;
+  /**
+   * PostgreSQL: prepare this library's own statements under names (`idempotencyStatementNames`).
+   * A URL with `pgbouncer=true` (Prisma's flag for PgBouncer in transaction mode) turns it off.
+   * @default true
+   */
+  preparedStatements?: boolean | undefined;
 }
 
 /**
@@ -58,7 +65,8 @@ export interface AdapterForUrlOptions {
  * timeout of `SQLITE_BUSY_TIMEOUT_MS`),
  * `@prisma/adapter-pg` for `postgresql://` and `cockroachdb://` (honouring libpq's `connect_timeout`,
  * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option; its connections
- * pipeline and send each transaction's `BEGIN` with its first statement, see `lazyBegin`),
+ * pipeline and send each transaction's `BEGIN` with its first statement, see `lazyBegin`, and
+ * prepare this library's statements once, see `idempotencyStatementNames`),
  * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
@@ -85,7 +93,11 @@ export async function adapterForUrl(
       // Prisma 6 read the schema from the URL; Prisma 7's adapter takes it as an option.
       const schema = schemaOfUrl(url);
       const pool = { connectionString, connectionTimeoutMillis, ...(await pipelinedClient()) };
-      return new PrismaPg(pool as PoolConfig, schema ? { schema } : undefined);
+      const prepared = (options.preparedStatements ?? true) && !behindPgBouncer(url);
+      return new PrismaPg(pool as PoolConfig, {
+        ...(schema ? { schema } : {}),
+        ...(prepared ? { statementNameGenerator: idempotencyStatementNames } : {}),
+      });
     }
     case 'mysql': {
       const { PrismaMariaDb } =
@@ -116,6 +128,11 @@ function connectTimeoutMs(url: string): number | undefined {
     throw new TypeError(`connect_timeout must be a number of seconds, not ${JSON.stringify(given)}`);
   }
   return seconds * 1_000;
+}
+
+/** Prisma's `pgbouncer=true`: the URL goes through PgBouncer in transaction mode. */
+function behindPgBouncer(url: string): boolean {
+  return URL.canParse(url) && new URL(url).searchParams.get('pgbouncer') === 'true';
 }
 
 /** The URL's `schema` parameter, as Prisma's PostgreSQL URLs name the schema of the models. */

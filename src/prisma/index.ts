@@ -22,6 +22,7 @@ export {
   SQLITE_BUSY_TIMEOUT_MS,
 } from './database-errors.js';
 export { lazyBegin, type PgClientClass } from './lazy-begin.js';
+export { idempotencyStatementNames } from './sql.js';
 export {
   type RecordStats,
   recordStats,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Provider } from './client.js';
 
 /** A piece of SQL and its parameters, side by side; placeholders are written `?`. */
@@ -42,10 +43,13 @@ function isSql(value: unknown): value is Sql {
 }
 
 const numberedTexts = new Map<string, string>();
+/** The numbered texts, each with the name it is prepared under (`idempotencyStatementNames`). */
+const statementNames = new Map<string, string>();
 
 /**
  * The statement's text for `provider`: PostgreSQL numbers its placeholders (`?` → `$1`, `$2`, …;
- * no statement here has a literal `?`). Texts are few and repeat, so they are numbered once.
+ * no statement here has a literal `?`). Texts are few and repeat, so they are numbered once, and
+ * each is given a name to be prepared under.
  */
 export function textFor(provider: Provider, text: string): string {
   if (provider !== 'postgresql' && provider !== 'cockroachdb') return text;
@@ -53,7 +57,29 @@ export function textFor(provider: Provider, text: string): string {
   if (numbered === undefined) {
     let n = 0;
     numbered = text.replace(/\?/g, () => `$${++n}`);
-    if (numberedTexts.size < 1_000) numberedTexts.set(text, numbered);
+    if (numberedTexts.size < 1_000) {
+      numberedTexts.set(text, numbered);
+      statementNames.set(numbered, `im_${createHash('sha256').update(numbered).digest('hex').slice(0, 20)}`);
+    }
   }
   return numbered;
+}
+
+/**
+ * `PrismaPg`'s `statementNameGenerator` for this library's own statements on PostgreSQL: each is
+ * prepared once per connection under a name of its text's hash, and runs from then on without
+ * being parsed and planned again (a replay's read takes about 0.2 ms less in process). Every other
+ * statement (your own, Prisma's) gets `''`, `pg`'s unnamed statement, and runs as it would without
+ * a generator. `adapterForUrl`
+ * sets it; with a `PrismaPg` of your own:
+ *
+ * ```ts
+ * new PrismaPg(pool, { statementNameGenerator: idempotencyStatementNames })
+ * ```
+ *
+ * Named statements live on the server's connection: leave it out behind PgBouncer in transaction
+ * mode before 1.21 (which cannot keep them), as `adapterForUrl` does for a `?pgbouncer=true` URL.
+ */
+export function idempotencyStatementNames(query: { sql: string }): string {
+  return statementNames.get(query.sql) ?? '';
 }

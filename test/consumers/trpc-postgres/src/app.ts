@@ -1,7 +1,7 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import { initTRPC } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
-import { lazyBegin, prismaStore } from 'idempotent-mutations/prisma';
+import { idempotencyStatementNames, lazyBegin, prismaStore } from 'idempotent-mutations/prisma';
 import { idempotency, idempotencyErrorFormatter } from 'idempotent-mutations/trpc';
 import pg from 'pg';
 import { z } from 'zod';
@@ -14,7 +14,11 @@ const pool = new pg.Pool({
   pipeline: true,
   Client: lazyBegin(pg.Client),
 });
-export const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+// The store's own statements are prepared once per connection (not yours: they stay unnamed).
+const adapter = new PrismaPg(pool, { statementNameGenerator: idempotencyStatementNames });
+export const prisma = new PrismaClient({ adapter });
+// A retry's read of its record goes straight through the adapter, on the same pool: no client runtime.
+const reads = await adapter.connect();
 
 /** Who is calling: a real app reads a session; here, an `x-user-id` header. */
 interface Context {
@@ -27,7 +31,7 @@ export const appRouter = t.router({
   createPayment: t.procedure
     .input(z.object({ amount: z.string().regex(/^\d+(\.\d\d?)?$/) }))
     // After .input(): one payment per (user, Idempotency-Key); a retry gets the stored answer.
-    .use(idempotency({ store: prismaStore(prisma), scope: ({ ctx }) => ctx.userId }))
+    .use(idempotency({ store: prismaStore(prisma, { reads }), scope: ({ ctx }) => ctx.userId }))
     .mutation(async ({ ctx, input }) => {
       // ctx.tx: the transaction the key's record commits in, typed as your Prisma.TransactionClient.
       const payment = await ctx.tx.payment.create({ data: { userId: ctx.userId, amount: input.amount } });
