@@ -92,12 +92,14 @@ const wanted = Boolean(process.env.TEST_GALERA);
       );
       await inside.opened;
       await nodes[1]!.order.update({ where: { id: order.id }, data: { quantity: 100 } });
-      // Node 1 has applied node 2's write (aborting the resolver's transaction first) once a read
-      // that waits for it returns.
-      await nodes[0]!.$transaction(async (tx) => {
-        await tx.$executeRawUnsafe('SET SESSION wsrep_sync_wait = 1');
-        await tx.order.findUnique({ where: { id: order.id } });
-      });
+      // Node 1 has aborted the resolver's transaction once it reads node 2's write: its applier
+      // could commit that write only after the abort released the row's lock. (A read with
+      // wsrep_sync_wait = 1 returned before the abort about once in 15 runs.)
+      await until(
+        'node 1 reads node 2’s write',
+        async () => (await nodes[0]!.order.findUnique({ where: { id: order.id } }))?.quantity === 100,
+        10_000,
+      );
       aborted.open();
       const result = await call;
       return { result, runs, scope, store };
