@@ -14,3 +14,11 @@ export type StormAnswer =
 export interface StormServerSummary {
   conflicts: Record<string, number>;
 }
+
+/**
+ * A server process's answer to `'calls'`: the requests it has not answered yet, each with the
+ * phase its call is in (`IdempotencyPhase`, or `started` before the first) and for how long.
+ */
+export interface StormServerCalls {
+  calls: { id: number; key: string; phase: string; forMs: number }[];
+}

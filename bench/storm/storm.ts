@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { adapterForUrl } from 'idempotent-mutations/prisma';
 import { PrismaClient } from '../../generated/mysql/client.js';
 import { RETRYABLE_CODES, retryDelay } from '../../src/client/retry-policy.js';
-import type { StormAnswer, StormRequest, StormServerSummary } from './protocol.js';
+import type { StormAnswer, StormRequest, StormServerCalls, StormServerSummary } from './protocol.js';
 
 /** What a storm runs. */
 export interface StormOptions {
@@ -26,6 +26,18 @@ export interface StormOptions {
   keysInFlight?: number;
   /** Attempts per request, the first included, for retryable answers (delays of 20 to 200 ms). @default 100 */
   attempts?: number;
+  /**
+   * How long a request may take, its retries included. A request without a final answer by then
+   * fails, with what every server process and node holds for its key (see `unanswered`), rather
+   * than the storm waiting forever or retrying a dead node 100 times. @default 60_000
+   */
+  answerTimeoutMs?: number;
+  /** How long a server waits for a duplicate's running call before answering 409. @default the library's */
+  waitTimeoutMs?: number;
+  /** The scope of every key (a test claims one first). @default a fresh one */
+  scope?: string;
+  /** Called once every server process is ready, with their pids (a test kills one). */
+  onReady?: (pids: number[]) => void;
 }
 
 /** What a storm counted. */
@@ -59,9 +71,15 @@ export interface StormReport {
 const serverScript = fileURLToPath(new URL('./server-process.ts', import.meta.url));
 
 /** Forks the server processes, waits until each is ready; kills them when this process exits. */
-async function startServers(urls: string[], count: number, mode: string): Promise<ChildProcess[]> {
+async function startServers(
+  urls: string[],
+  count: number,
+  mode: string,
+  waitTimeoutMs: number | undefined,
+): Promise<ChildProcess[]> {
+  const wait = waitTimeoutMs === undefined ? [] : [String(waitTimeoutMs)];
   const children = Array.from({ length: count }, (_, p) =>
-    fork(serverScript, [urls[p % urls.length]!, mode], {
+    fork(serverScript, [urls[p % urls.length]!, mode, ...wait], {
       execArgv: ['--import', 'tsx', '--conditions=source'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     }),
@@ -83,34 +101,57 @@ async function startServers(urls: string[], count: number, mode: string): Promis
   return children;
 }
 
+/** How a process ended: its exit code, or the signal that killed it. */
+const exitOf = (child: ChildProcess) => child.exitCode ?? child.signalCode;
+
 /** Sends requests to one server process and matches its answers by id. */
 function clientOf(child: ChildProcess) {
   const pending = new Map<number, (answer: StormAnswer) => void>();
   let summary: (value: StormServerSummary) => void = () => undefined;
   const summarized = new Promise<StormServerSummary>((resolve) => (summary = resolve));
-  child.on('message', (message: StormAnswer | StormServerSummary | { ready: true }) => {
+  const callsWanted: ((calls: StormServerCalls) => void)[] = [];
+  child.on('message', (message: StormAnswer | StormServerSummary | StormServerCalls | { ready: true }) => {
     if ('conflicts' in message) return summary(message);
+    if ('calls' in message) {
+      for (const wanted of callsWanted.splice(0)) wanted(message);
+      return;
+    }
     if (!('id' in message)) return;
     pending.get(message.id)?.(message);
     pending.delete(message.id);
   });
   child.once('exit', () => summary({ conflicts: {} }));
-  child.once('exit', (code) => {
-    for (const [id, settle] of pending) settle({ id, ok: false, message: `server exited with ${code}` });
+  child.once('exit', () => {
+    for (const [id, settle] of pending)
+      settle({ id, ok: false, message: `server exited with ${exitOf(child)}` });
+    for (const wanted of callsWanted.splice(0)) wanted({ calls: [] });
   });
   let next = 0;
   const send = (request: Omit<StormRequest, 'id'>) =>
     new Promise<StormAnswer>((resolve) => {
       const id = next++;
+      // A process that has exited fails the request (child.send would emit an 'error' nobody hears).
+      if (!child.connected) return resolve({ id, ok: false, message: `server exited with ${exitOf(child)}` });
       pending.set(id, resolve);
-      child.send({ ...request, id });
+      child.send({ ...request, id }, (error) => {
+        if (!error) return;
+        pending.delete(id);
+        resolve({ id, ok: false, message: `server unreachable: ${error.message}` });
+      });
+    });
+  /** The requests the process has not answered yet (none once it has exited). */
+  const calls = () =>
+    new Promise<StormServerCalls>((resolve) => {
+      if (!child.connected) return resolve({ calls: [] });
+      callsWanted.push(resolve);
+      child.send('calls', (error) => error && resolve({ calls: [] }));
     });
   /** Stops the process; resolves with what it counted. */
   const stop = () => {
     if (child.connected) child.send('stop');
     return summarized;
   };
-  return { send, stop };
+  return { send, calls, stop };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -125,9 +166,11 @@ export async function runStorm(options: StormOptions): Promise<StormReport> {
     duplicates = 8,
     keysInFlight = 16,
     attempts = 100,
+    answerTimeoutMs = 60_000,
   } = options;
-  const scope = `storm-${randomUUID()}`;
-  const children = await startServers(urls, processes, mode);
+  const scope = options.scope ?? `storm-${randomUUID()}`;
+  const children = await startServers(urls, processes, mode, options.waitTimeoutMs);
+  options.onReady?.(children.map((child) => child.pid!));
   const clients = children.map(clientOf);
   const retried: Record<string, number> = {};
   const failures: string[] = [];
@@ -137,8 +180,17 @@ export async function runStorm(options: StormOptions): Promise<StormReport> {
 
   /** One client's request: retried on 409/503 as `idempotencyLink` would, with short delays. */
   const request = async (key: string, server: number): Promise<number | undefined> => {
+    const deadline = performance.now() + answerTimeoutMs;
+    /** The retryable answers so far, and the last one's code. */
+    const retryable = { count: 0, last: '' };
     for (let attempt = 1; ; attempt++) {
-      const answer = await clients[server]!.send({ scope, key });
+      const answer = await within(deadline - performance.now(), clients[server]!.send({ scope, key }));
+      if (answer === undefined) {
+        failed++;
+        const why = await unanswered({ scope, key, server, answerTimeoutMs, retryable, clients, urls });
+        if (failures.length < 10) failures.push(`error: ${why}`);
+        return undefined;
+      }
       if (answer.ok) {
         if (answer.replayed) replays++;
         return answer.paymentId;
@@ -157,7 +209,9 @@ export async function runStorm(options: StormOptions): Promise<StormReport> {
         return undefined;
       }
       retried[answer.code!] = (retried[answer.code!] ?? 0) + 1;
-      await sleep(delay);
+      retryable.count++;
+      retryable.last = answer.code!;
+      await sleep(Math.min(delay, Math.max(0, deadline - performance.now())));
     }
   };
 
@@ -199,6 +253,82 @@ export async function runStorm(options: StormOptions): Promise<StormReport> {
     seconds,
     requestsPerSecond: (keys * duplicates) / seconds,
   };
+}
+
+/** `promise`'s value, or `undefined` when it has not settled within `ms`. */
+async function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
+  if (ms <= 0) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+  });
+  try {
+    const first = await Promise.race([promise.then((value) => ({ value })), timedOut]);
+    return first?.value;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Why a request went unanswered, as far as can be seen from outside: the calls every server
+ * process has in flight for its key (and how many in all), and on every node the key's record
+ * and the statements running.
+ */
+async function unanswered(request: {
+  scope: string;
+  key: string;
+  server: number;
+  answerTimeoutMs: number;
+  retryable: { count: number; last: string };
+  clients: { calls(): Promise<StormServerCalls> }[];
+  urls: string[];
+}): Promise<string> {
+  const { scope, key, server, answerTimeoutMs, retryable, clients, urls } = request;
+  const before = retryable.count
+    ? ` (after ${retryable.count} retryable answers, the last ${retryable.last})`
+    : '';
+  const lines = [
+    `no final answer in ${answerTimeoutMs / 1000} s from server process ${server} for ${key}${before}`,
+  ];
+  const inFlight = await Promise.all(clients.map((client) => within(5_000, client.calls())));
+  for (const [p, answer] of inFlight.entries()) {
+    const mine = answer?.calls.filter((call) => call.key === key) ?? [];
+    lines.push(
+      `  process ${p}: ${answer ? `${answer.calls.length} calls in flight` : 'did not say (5 s)'}${mine
+        .map((call) => `; ${key} in ${call.phase} for ${(call.forMs / 1000).toFixed(1)} s`)
+        .join('')}`,
+    );
+  }
+  for (const [n, url] of urls.entries()) {
+    const state = (await within(10_000, nodeState(url, scope, key))) ?? 'did not answer (10 s)';
+    lines.push(`  node ${n + 1}: ${state}`);
+  }
+  return lines.join('\n');
+}
+
+/** The key's record on one node, by the node's clock, and the statements it is running. */
+async function nodeState(url: string, scope: string, key: string): Promise<string> {
+  const single = new URL(url);
+  single.searchParams.set('connectionLimit', '1');
+  const prisma = new PrismaClient({ adapter: (await adapterForUrl(single.toString())) as never });
+  try {
+    const records = await prisma.$queryRawUnsafe<Record<string, unknown>[]>(
+      `SELECT status, owner_token IS NOT NULL AS owned, TIMESTAMPDIFF(MICROSECOND, NOW(3), locked_until) DIV 1000 AS lease_left_ms,
+              completed_at FROM idempotency_records WHERE scope = ? AND idempotency_key = ?`,
+      scope,
+      key,
+    );
+    const running = await prisma.$queryRawUnsafe<Record<string, unknown>[]>(
+      "SELECT time, state, info FROM information_schema.processlist WHERE command <> 'Sleep' AND info NOT LIKE '%processlist%'",
+    );
+    const json = (value: unknown) => JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? Number(v) : v));
+    return `record ${json(records[0] ?? null)}; running ${json(running)}`;
+  } catch (error) {
+    return `unreadable: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    await prisma.$disconnect();
+  }
 }
 
 /** Payments per key, read once the cluster has applied everything it committed. */

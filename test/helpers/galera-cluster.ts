@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { migrate } from '../../scripts/migrate.js';
@@ -24,6 +24,8 @@ export const GALERA_PROVIDER = '/usr/lib/galera/libgalera_smm.so';
 export interface GaleraCluster {
   /** One migrated database URL per node (the same database, replicated). */
   urls: string[];
+  /** Each node's state (running, or how it ended) and the end of its error log: for a failure's message. */
+  nodes(): Promise<string>;
   /** Stops every node and deletes the folder. */
   destroy(): Promise<void>;
 }
@@ -117,7 +119,20 @@ export async function startGaleraCluster(size = 3, bufferPool = '64M'): Promise<
     await createDatabase(`${root(nodes[0]!)}/mysql`, 'test');
     const urls = nodes.map((node) => `${root(node)}/test`);
     await migrate(urls[0]!);
-    return { urls, destroy };
+    const states = async () => {
+      const said = await Promise.all(
+        children.map(async (child, i) => {
+          const ended = child.exitCode ?? child.signalCode;
+          const log = await readFile(join(dir, `node${i + 1}`, 'error.log'), 'utf8').catch(
+            (error: Error) => `(no error.log: ${error.message})`,
+          );
+          const tail = log.trimEnd().split('\n').slice(-15).join('\n    ');
+          return `node ${i + 1}: ${ended === null ? 'running' : `ended (${ended})`}; its error.log ends:\n    ${tail}`;
+        }),
+      );
+      return said.join('\n');
+    };
+    return { urls, nodes: states, destroy };
   } catch (error) {
     await destroy();
     throw error;
