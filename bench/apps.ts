@@ -14,7 +14,7 @@ import { initTRPC } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { useIdempotency } from 'idempotent-mutations/envelop';
-import { type PrismaStore, prismaStore } from 'idempotent-mutations/prisma';
+import { type PrismaStore, type PrismaStoreOptions, prismaStore } from 'idempotent-mutations/prisma';
 import { idempotency } from 'idempotent-mutations/trpc';
 import { SuperJSON } from 'superjson';
 import { z } from 'zod';
@@ -83,8 +83,13 @@ export function echoPayment(userId: string, input: PaymentInput) {
   };
 }
 
-function createRouter(prisma: BenchPrismaClient, store: PrismaStore<Transaction>, peers: Peers) {
-  const cachedStore = prismaStore(prisma, { localCache: { max: 10_000 } });
+function createRouter(
+  prisma: BenchPrismaClient,
+  store: PrismaStore<Transaction>,
+  storeOptions: PrismaStoreOptions,
+  peers: Peers,
+) {
+  const cachedStore = prismaStore(prisma, { ...storeOptions, localCache: { max: 10_000 } });
   const handler: PeerHandler<PaymentInput, unknown> = ({ userId, input }) =>
     plainPayment(prisma, userId, input);
   const powertools = peers.powertools(handler);
@@ -181,11 +186,15 @@ export interface BenchServers {
   close(): Promise<void>;
 }
 
-/** Starts the tRPC server and both Yoga servers on free loopback ports. */
-export async function startServers(prisma: BenchPrismaClient, peers: Peers): Promise<BenchServers> {
-  const store = prismaStore(prisma);
+/** Starts the tRPC server and both Yoga servers on free loopback ports; ours with `storeOptions`. */
+export async function startServers(
+  prisma: BenchPrismaClient,
+  peers: Peers,
+  storeOptions: PrismaStoreOptions,
+): Promise<BenchServers> {
+  const store = prismaStore(prisma, storeOptions);
   const trpc = createHTTPServer({
-    router: createRouter(prisma, store, peers),
+    router: createRouter(prisma, store, storeOptions, peers),
     createContext: ({ req, res }) => ({
       req: req as Context['req'],
       res,

@@ -1,7 +1,12 @@
 // The databases the benchmark runs on, each a database of its own: the sweep scenario deletes
 // every expired record it finds, which must never be another suite's.
 import { rm } from 'node:fs/promises';
-import { adapterForUrl, providerOfUrl } from 'idempotent-mutations/prisma';
+import {
+  type AdapterForUrlOptions,
+  type AdapterQueries,
+  adapterForUrl,
+  providerOfUrl,
+} from 'idempotent-mutations/prisma';
 import { PrismaClient as MysqlClient } from '../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../generated/postgresql/client.js';
 import { PrismaClient as SqliteClient } from '../generated/sqlite/client.js';
@@ -77,6 +82,7 @@ export async function prepareDatabase({ url }: BenchDatabase): Promise<void> {
 export async function openClient(
   url: string,
   onQuery?: (event: { query: string }) => void,
+  options?: AdapterForUrlOptions,
 ): Promise<BenchPrismaClient> {
   const Client = {
     sqlite: SqliteClient,
@@ -86,9 +92,36 @@ export async function openClient(
     mysql: MysqlClient,
   }[providerOfUrl(url)];
   const prisma = new (Client as typeof SqliteClient)({
-    adapter: (await adapterForUrl(url)) as never,
+    adapter: (await adapterForUrl(url, options)) as never,
     ...(onQuery ? { log: [{ emit: 'event' as const, level: 'query' as const }] } : {}),
   });
   if (onQuery) (prisma as unknown as { $on(event: 'query', cb: typeof onQuery): void }).$on('query', onQuery);
   return prisma;
+}
+
+/** A driver adapter of its own on `url`, for the store's `reads`. */
+export type BenchReads = AdapterQueries & { dispose(): Promise<void> };
+
+/**
+ * A connected driver adapter on `url` (a pool of its own), as the store's `reads`; `onQuery` sees
+ * its statements too, as a logging client's.
+ */
+export async function openReads(
+  url: string,
+  onQuery?: (event: { query: string }) => void,
+  options?: AdapterForUrlOptions,
+): Promise<BenchReads> {
+  const adapter = (await (await adapterForUrl(url, options)).connect()) as BenchReads;
+  if (!onQuery) return adapter;
+  return {
+    queryRaw(query) {
+      onQuery({ query: query.sql });
+      return adapter.queryRaw(query);
+    },
+    executeRaw(query) {
+      onQuery({ query: query.sql });
+      return adapter.executeRaw(query);
+    },
+    dispose: () => adapter.dispose(),
+  };
 }

@@ -4,7 +4,8 @@
 //   1. fresh-key overhead: the same createPayment with and without idempotency, at concurrency 1
 //      and 32 (bursts interleaved), against plain both in a Prisma interactive transaction and
 //      without one, counted in statements inside a transaction (what a fresh key actually pays);
-//   2. replay latency against the plain mutation;
+//   2. replay latency against the plain mutation (our store reads through a driver adapter of its
+//      own, `reads`; in process also through the Prisma client, side by side);
 //   3. duplicate storm: 64 concurrent calls with one key, against one execution;
 //   4. sweep: expired records deleted per second, among a million live ones;
 //   5. peers: @aws-lambda-powertools/idempotency and @node-idempotency/core (Redis) wrapping the
@@ -31,6 +32,7 @@ import { parseArgs } from 'node:util';
 import { Decimal } from '@prisma/client/runtime/client';
 import { fingerprint, runIdempotent, superjsonSerializer } from 'idempotent-mutations';
 import { prismaStore, sweepExpired } from 'idempotent-mutations/prisma';
+import pg from 'pg';
 import { storedText } from '../src/core/call.js';
 import {
   type BenchServers,
@@ -46,8 +48,10 @@ import { ratiosChart } from './chart.js';
 import {
   type BenchDatabase,
   type BenchPrismaClient,
+  type BenchReads,
   benchDatabases,
   openClient,
+  openReads,
   prepareDatabase,
 } from './databases.js';
 import { measureObserverOverhead } from './observer-overhead.js';
@@ -106,15 +110,17 @@ const progress = (line: string) => process.stderr.write(`${line}\n`);
 // ---------------------------------------------------------------------------------------------
 
 /** Every way the benchmark calls createPayment, against one client and its servers. */
-function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string) {
-  const store = prismaStore(prisma);
+function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string, reads: BenchReads) {
+  const store = prismaStore(prisma, { reads });
+  const clientReadsStore = prismaStore(prisma);
   const last: { replayed?: string | null } = {};
   const trpc = trpcClient(servers.trpcUrl, (headers) => {
     last.replayed = headers.get('idempotent-replayed');
   });
-  const storeCall = (key: string, firstAttempt = false) =>
-    runIdempotent({ store, scope: user, key, operation: 'createPayment', input, firstAttempt }, (tx) =>
-      insertPayment(tx as Parameters<typeof insertPayment>[0], user, input),
+  const storeCall = (key: string, firstAttempt = false, through = store) =>
+    runIdempotent(
+      { store: through, scope: user, key, operation: 'createPayment', input, firstAttempt },
+      (tx) => insertPayment(tx as Parameters<typeof insertPayment>[0], user, input),
     );
   const calls = {
     select1: () => prisma.$queryRawUnsafe('SELECT 1'),
@@ -122,6 +128,7 @@ function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string)
     storePlainNoTx: () => insertPayment(prisma, user, input),
     storePlainAndSelect: () => plainPaymentAndSelect(prisma, user, input),
     store: storeCall,
+    storeClientReads: (key: string) => storeCall(key, false, clientReadsStore),
     trpcEcho: () => trpc.echo.mutate(input, { context: { userId: user } }),
     trpcPlain: (userId = user) => trpc.plain.mutate(input, { context: { userId } }),
     trpcPlainNoTx: () => trpc.plainNoTx.mutate(input, { context: { userId: user } }),
@@ -159,6 +166,7 @@ function latencyScenarios(calls: Calls, withPeers: boolean): Record<string, Scen
     'store.plainAndSelect': calls.storePlainAndSelect,
     'store.fresh': () => calls.store(freshKey(), true),
     'store.replay': () => calls.store('replay-store'),
+    'store.replayClientReads': () => calls.storeClientReads('replay-store'),
     'trpc.echo': calls.trpcEcho,
     'trpc.plainNoTx': () => calls.trpcPlainNoTx(),
     'trpc.plain': () => calls.trpcPlain(),
@@ -213,9 +221,12 @@ const latencyOf = (samples: number[]): Latency => ({
 
 /** What one call sends to the database, from Prisma's query log. */
 interface Statements {
-  /** Statements Prisma logged (it does not log BEGIN). */
-  logged: number;
-  /** Round trips: the logged statements plus one BEGIN per transaction. */
+  /** Statements sent, BEGIN included (Prisma's log leaves it out: one per COMMIT or ROLLBACK logged). */
+  sent: number;
+  /**
+   * Round trips: on PostgreSQL, `adapterForUrl`'s pools send BEGIN with the transaction's first
+   * statement (`lazyBegin`, where pg can pipeline); elsewhere BEGIN takes one of its own.
+   */
   roundTrips: number;
   sql: string[];
 }
@@ -226,10 +237,13 @@ interface Statements {
  */
 async function profile(db: BenchDatabase, peers: Peers | undefined, user: string) {
   const sql: string[] = [];
-  const prisma = await openClient(db.url, (event) => sql.push(event.query));
-  const servers = await startServers(prisma, peers ?? noPeers);
+  const beginRides = db.name === 'PostgreSQL' && 'pipeline' in new pg.Client();
+  const onQuery = (event: { query: string }) => sql.push(event.query);
+  const prisma = await openClient(db.url, onQuery);
+  const reads = await openReads(db.url, onQuery);
+  const servers = await startServers(prisma, peers ?? noPeers, { reads });
   try {
-    const { calls, last } = callsOf(prisma, servers, user);
+    const { calls, last } = callsOf(prisma, servers, user, reads);
     await primeReplays(calls, peers !== undefined);
     const statements: Record<string, Statements> = {};
     for (const [name, scenario] of Object.entries(latencyScenarios(calls, peers !== undefined))) {
@@ -237,7 +251,11 @@ async function profile(db: BenchDatabase, peers: Peers | undefined, user: string
       sql.length = 0;
       const answer = await scenario();
       const ends = sql.filter((q) => /\b(COMMIT|ROLLBACK)\b/.test(q)).length;
-      statements[name] = { logged: sql.length, roundTrips: sql.length + ends, sql: [...sql] };
+      statements[name] = {
+        sent: sql.length + ends,
+        roundTrips: sql.length + (beginRides ? 0 : ends),
+        sql: [...sql],
+      };
       const replayed = /^trpc\.(fresh|replay)/.test(name)
         ? last.replayed === 'true'
         : /^yoga\.(fresh|replay)/.test(name)
@@ -254,6 +272,7 @@ async function profile(db: BenchDatabase, peers: Peers | undefined, user: string
     return statements;
   } finally {
     await servers.close();
+    await reads.dispose();
     await prisma.$disconnect();
   }
 }
@@ -477,12 +496,17 @@ async function measure(db: BenchDatabase, peers: Peers | undefined) {
   const user = `bench-${randomUUID()}`;
   const statements = await profile(db, peers, `${user}-profile`);
   const prisma = await openClient(db.url);
-  const servers = await startServers(prisma, peers ?? noPeers);
+  const reads = await openReads(db.url);
+  const servers = await startServers(prisma, peers ?? noPeers, { reads });
+  const unnamed = await unnamedScenarios(db, user);
   try {
-    const { calls } = callsOf(prisma, servers, user);
+    const { calls } = callsOf(prisma, servers, user, reads);
     await primeReplays(calls, peers !== undefined);
     let started = performance.now();
-    const samples = await interleave(latencyScenarios(calls, peers !== undefined), settings);
+    const samples = await interleave(
+      { ...latencyScenarios(calls, peers !== undefined), ...unnamed?.scenarios },
+      settings,
+    );
     const latency = Object.fromEntries(Object.entries(samples).map(([name, s]) => [name, latencyOf(s)]));
     progress(`  concurrency 1: ${((performance.now() - started) / 1000).toFixed(1)} s`);
     started = performance.now();
@@ -502,8 +526,37 @@ async function measure(db: BenchDatabase, peers: Peers | undefined) {
     await servers.close();
     await prisma.payment.deleteMany({ where: { userId: { startsWith: user } } });
     await prisma.idempotencyRecord.deleteMany({ where: { scope: { startsWith: user } } });
+    await reads.dispose();
     await prisma.$disconnect();
+    await unnamed?.close();
   }
+}
+
+/**
+ * PostgreSQL: a fresh key and a replay in process through a client and `reads` whose adapters
+ * prepare nothing by name (`preparedStatements: false`), next to the same calls through the named
+ * ones (`idempotencyStatementNames`).
+ */
+async function unnamedScenarios(db: BenchDatabase, user: string) {
+  if (db.name !== 'PostgreSQL') return undefined;
+  const prisma = await openClient(db.url, undefined, { preparedStatements: false });
+  const reads = await openReads(db.url, undefined, { preparedStatements: false });
+  const store = prismaStore(prisma, { reads });
+  const call = (key: string, firstAttempt: boolean) =>
+    runIdempotent({ store, scope: user, key, operation: 'createPayment', input, firstAttempt }, (tx) =>
+      insertPayment(tx as Parameters<typeof insertPayment>[0], user, input),
+    );
+  await call('replay-store-unnamed', false);
+  return {
+    scenarios: {
+      'store.freshUnnamed': () => call(freshKey(), true),
+      'store.replayUnnamed': () => call('replay-store-unnamed', false),
+    } satisfies Record<string, Scenario>,
+    close: async () => {
+      await reads.dispose();
+      await prisma.$disconnect();
+    },
+  };
 }
 
 type Measured = Awaited<ReturnType<typeof measure>>;
@@ -551,7 +604,19 @@ function ratiosOf(m: Measured) {
       store: ms('store.plain')! / ms('store.plainNoTx')!,
       trpc: ms('trpc.plain')! / ms('trpc.plainNoTx')!,
     },
-    store: { overhead: overhead('store'), replay: ms('store.replay')! / ms('store.plain')! },
+    store: {
+      overhead: overhead('store'),
+      replay: ms('store.replay')! / ms('store.plain')!,
+      /** The replay read through the store's `reads` adapter ÷ through the Prisma client. */
+      readsVsClient: ms('store.replay')! / ms('store.replayClientReads')!,
+      /** PostgreSQL: with the store's statements prepared by name ÷ without. */
+      named: ms('store.freshUnnamed')
+        ? {
+            fresh: ms('store.fresh')! / ms('store.freshUnnamed')!,
+            replay: ms('store.replay')! / ms('store.replayUnnamed')!,
+          }
+        : undefined,
+    },
     trpc: {
       ...per('trpc'),
       freshVsNoTx: ms('trpc.fresh')! / ms('trpc.plainNoTx')!,
@@ -603,7 +668,10 @@ const LABELS: Record<string, string> = {
   'store.plain': 'store, in process: plain (the insert in a transaction)',
   'store.plainAndSelect': 'store, in process: plain + one SELECT 1 in its transaction',
   'store.fresh': 'store, in process: fresh key',
-  'store.replay': 'store, in process: replay',
+  'store.replay': 'store, in process: replay (reads through the driver adapter)',
+  'store.replayClientReads': 'store, in process: replay, reads through the Prisma client',
+  'store.freshUnnamed': 'store, in process: fresh key, statements not prepared by name',
+  'store.replayUnnamed': 'store, in process: replay, statements not prepared by name',
   'trpc.echo': 'tRPC: no database (HTTP floor)',
   'trpc.plainNoTx': 'tRPC: the insert alone, no transaction',
   'trpc.plain': 'tRPC: plain (the insert in a transaction)',
@@ -631,7 +699,7 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
   const row = (...cells: string[]) => rows.push([m.name, ...cells]);
   const rt = (name: string) => {
     const s = m.statements[name];
-    return s ? `${s.logged} / ${s.roundTrips}` : '';
+    return s ? `${s.sent} / ${s.roundTrips}` : '';
   };
   const lat = (name: string, ratio = '', target = '', met = '') => {
     const l = m.latency[name];
@@ -654,6 +722,13 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
     const overhead = `${fmtX(o.ratio)} plain; +${fmtMs(o.ms)} = ${o.statements.toFixed(1)} statements in a transaction`;
     lat(`${t}.fresh`, overhead, ...target(o.ratio, t === 'store' ? 1.4 : 1.25, 'max'));
     lat(`${t}.replay`, `${fmtX(x.replay)} plain`);
+    if (t === 'store') {
+      lat('store.replayClientReads', `through the adapter ÷ this: ${fmtX(r.store.readsVsClient)}`);
+      if (r.store.named) {
+        lat('store.freshUnnamed', `prepared by name ÷ this: ${fmtX(r.store.named.fresh)}`);
+        lat('store.replayUnnamed', `prepared by name ÷ this: ${fmtX(r.store.named.replay)}`);
+      }
+    }
     if (t === 'trpc') lat('trpc.replayCached', `${fmtX(r.trpc.replayCached)} plain`);
   }
   for (const t of ['trpc', 'yoga'] as const) {
@@ -868,7 +943,7 @@ const about =
 console.log(`\n${about}`);
 console.log(
   `c=1: ${settings.rounds} interleaved rounds after ${settings.warmup} warm-up; c=${CONCURRENCY}: ${settings.throughputRounds} bursts of ${settings.throughputCalls} calls each; ` +
-    `${settings.storms} storms. SQL / RT: statements Prisma logged / round trips (+1 BEGIN per transaction).\n`,
+    `${settings.storms} storms. SQL / RT: statements sent, BEGIN included / round trips (on PostgreSQL BEGIN rides with the first statement).\n`,
 );
 console.log(textTable(rows));
 for (const s of skipped) console.log(`${s.name}: skipped, cannot be reached (${s.reason})`);
