@@ -72,7 +72,7 @@ export interface PrismaStoreOptions extends ModeDefaults {
    * the factory the client was built with; one built on a pool shares that pool, one built on a
    * config opens its own). Reads outside a transaction (a retry's first read of its record, a
    * duplicate's re-reads, the steps of a call) go through it rather than the client, skipping
-   * Prisma's client runtime: about 0.1 ms a replay on PostgreSQL (`npm run bench`, in process).
+   * Prisma's client runtime: 0.1 to 0.2 ms a replay on PostgreSQL (`npm run bench`, in process).
    * Prisma's query log and extensions do not see these reads. You dispose it.
    * @default reads go through the client
    */
