@@ -236,7 +236,7 @@ export async function runStorm(options: StormOptions): Promise<StormReport> {
     }
   }
   const seconds = (performance.now() - started) / 1000;
-  const effects = await countEffects(urls[0]!, scope, keys);
+  const effects = await countEffects(urls, scope, keys);
   return {
     mode,
     nodes: urls.length,
@@ -331,26 +331,54 @@ async function nodeState(url: string, scope: string, key: string): Promise<strin
   }
 }
 
-/** Payments per key, read once the cluster has applied everything it committed. */
-async function countEffects(url: string, scope: string, keys: number): Promise<StormReport['effects']> {
-  // One connection: a pool also opens its others in the background, and one still opening when the
-  // servers are stopped rejects a promise nobody handles (the mariadb connector's ECONNRESET).
-  const single = new URL(url);
-  single.searchParams.set('connectionLimit', '1');
-  const prisma = new PrismaClient({ adapter: (await adapterForUrl(single.toString())) as never });
+/**
+ * Payments per key, read on the first node once it has committed every write set that any node
+ * had committed when the storm ended (Galera commits write sets in one order on every node, so a
+ * node whose last committed one is at least that far has every payment; a plain MariaDB node has
+ * no write sets, and is read at once).
+ */
+async function countEffects(urls: string[], scope: string, keys: number): Promise<StormReport['effects']> {
+  // One connection each: a pool also opens its others in the background, and one still opening
+  // when the servers are stopped rejects a promise nobody handles (the mariadb connector's ECONNRESET).
+  const nodes = await Promise.all(
+    urls.map(async (url) => {
+      const single = new URL(url);
+      single.searchParams.set('connectionLimit', '1');
+      return new PrismaClient({ adapter: (await adapterForUrl(single.toString())) as never });
+    }),
+  );
+  const lastCommitted = async (node: PrismaClient) => {
+    const [row] = await node.$queryRawUnsafe<{ Value: string }[]>(
+      "SHOW GLOBAL STATUS LIKE 'wsrep_last_committed'",
+    );
+    return row ? BigInt(row.Value) : undefined;
+  };
   try {
-    const rows = await prisma.$transaction(async (tx) => {
-      // Galera: wait until this node has applied every write set committed before the read.
-      await tx.$executeRawUnsafe('SET SESSION wsrep_sync_wait = 1').catch(() => undefined);
-      return tx.$queryRawUnsafe<{ user_id: string; n: bigint }[]>(
-        'SELECT user_id, COUNT(*) AS n FROM payments WHERE user_id LIKE ? GROUP BY user_id',
-        `${scope}:%`,
-      );
-    });
+    // A node that cannot answer (it died) has nothing the others do not: it is left out.
+    const committed = await Promise.all(nodes.map((node) => lastCommitted(node).catch(() => undefined)));
+    const target = committed.reduce<bigint | undefined>(
+      (max, n) => (n !== undefined && (max === undefined || n > max) ? n : max),
+      undefined,
+    );
+    const first = nodes[0]!;
+    const deadline = performance.now() + 30_000;
+    for (
+      let at = committed[0];
+      target !== undefined && (at === undefined || at < target);
+      at = await lastCommitted(first)
+    ) {
+      if (performance.now() > deadline)
+        throw new Error(`node 1 did not commit write set ${target} in 30 s (it is at ${at})`);
+      await sleep(50);
+    }
+    const rows = await first.$queryRawUnsafe<{ user_id: string; n: bigint }[]>(
+      'SELECT user_id, COUNT(*) AS n FROM payments WHERE user_id LIKE ? GROUP BY user_id',
+      `${scope}:%`,
+    );
     const once = rows.filter((row) => Number(row.n) === 1).length;
     const more = rows.filter((row) => Number(row.n) > 1).length;
     return { once, more, none: keys - once - more };
   } finally {
-    await prisma.$disconnect();
+    await Promise.all(nodes.map((node) => node.$disconnect()));
   }
 }
