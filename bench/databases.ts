@@ -11,6 +11,7 @@ import { PrismaClient as MysqlClient } from '../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../generated/postgresql/client.js';
 import { PrismaClient as SqliteClient } from '../generated/sqlite/client.js';
 import { migrate } from '../scripts/migrate.js';
+import { watchedAdapter } from '../test/helpers/recorded-adapter.js';
 
 /** The generated clients share their models; the benchmark uses one type for all three. */
 export type BenchPrismaClient = SqliteClient;
@@ -112,16 +113,5 @@ export async function openReads(
   options?: AdapterForUrlOptions,
 ): Promise<BenchReads> {
   const adapter = (await (await adapterForUrl(url, options)).connect()) as BenchReads;
-  if (!onQuery) return adapter;
-  return {
-    queryRaw(query) {
-      onQuery({ query: query.sql });
-      return adapter.queryRaw(query);
-    },
-    executeRaw(query) {
-      onQuery({ query: query.sql });
-      return adapter.executeRaw(query);
-    },
-    dispose: () => adapter.dispose(),
-  };
+  return onQuery ? watchedAdapter(adapter, (query) => onQuery({ query })) : adapter;
 }

@@ -7,21 +7,28 @@ export interface RecordedAdapter {
   queries: string[];
 }
 
-/** Writes down the text of every query sent through `adapter`. */
-export function recordedAdapter(adapter: SqlDriverAdapterLike): RecordedAdapter {
-  const queries: string[] = [];
-  const reads: SqlDriverAdapterLike = {
+/** `adapter`, telling `onQuery` the text of every query sent through it. */
+export function watchedAdapter(
+  adapter: SqlDriverAdapterLike,
+  onQuery: (sql: string) => void,
+): SqlDriverAdapterLike {
+  return {
     queryRaw(query) {
-      queries.push(query.sql);
+      onQuery(query.sql);
       return adapter.queryRaw(query);
     },
     executeRaw(query) {
-      queries.push(query.sql);
+      onQuery(query.sql);
       return adapter.executeRaw(query);
     },
     dispose: () => adapter.dispose(),
   };
-  return { reads, queries };
+}
+
+/** Writes down the text of every query sent through `adapter`. */
+export function recordedAdapter(adapter: SqlDriverAdapterLike): RecordedAdapter {
+  const queries: string[] = [];
+  return { reads: watchedAdapter(adapter, (sql) => queries.push(sql)), queries };
 }
 
 /** `recordedAdapter` over a driver adapter of its own on `url` (`adapterForUrl`'s). */
