@@ -341,35 +341,43 @@ async function nodeState(url: string, scope: string, key: string): Promise<strin
   }
 }
 
+/** A client that can read the node's status: `PrismaClient`, or a test's. */
+interface NodeClient {
+  $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
+}
+
 /**
- * Payments per key, read on the first node once it has committed every write set that any node
- * had committed when the storm ended (Galera commits write sets in one order on every node, so a
- * node whose last committed one is at least that far has every payment; a plain MariaDB node has
- * no write sets, and is read at once).
+ * Waits until `first` has committed every write set that any of `nodes` had committed when this
+ * was called: Galera commits write sets in one order on every node, so `first` then holds every
+ * write the cluster had. A node that cannot answer (it died) has nothing the others do not, and is
+ * left out; plain MariaDB nodes have no write sets, and nothing is waited for.
  */
-async function countEffects(urls: string[], scope: string, keys: number): Promise<StormReport['effects']> {
-  const nodes = await Promise.all(urls.map(singleConnection));
-  const lastCommitted = async (node: PrismaClient) => {
+export async function caughtUp(first: NodeClient, nodes: NodeClient[], timeoutMs = 30_000): Promise<void> {
+  const lastCommitted = async (node: NodeClient) => {
     const [row] = await node.$queryRawUnsafe<{ Value: string }[]>(
       "SHOW GLOBAL STATUS LIKE 'wsrep_last_committed'",
     );
     return row ? BigInt(row.Value) : undefined;
   };
+  const committed = await Promise.all(nodes.map((node) => lastCommitted(node).catch(() => undefined)));
+  const target = committed.reduce<bigint | undefined>(
+    (max, n) => (n !== undefined && (max === undefined || n > max) ? n : max),
+    undefined,
+  );
+  if (target === undefined) return;
+  await until(
+    `node 1 has committed write set ${target}`,
+    async () => ((await lastCommitted(first)) ?? -1n) >= target,
+    timeoutMs,
+  );
+}
+
+/** Payments per key, read on the first node once it has caught up with every node (`caughtUp`). */
+async function countEffects(urls: string[], scope: string, keys: number): Promise<StormReport['effects']> {
+  const nodes = await Promise.all(urls.map(singleConnection));
   try {
-    // A node that cannot answer (it died) has nothing the others do not: it is left out.
-    const committed = await Promise.all(nodes.map((node) => lastCommitted(node).catch(() => undefined)));
-    const target = committed.reduce<bigint | undefined>(
-      (max, n) => (n !== undefined && (max === undefined || n > max) ? n : max),
-      undefined,
-    );
     const first = nodes[0]!;
-    if (target !== undefined) {
-      await until(
-        `node 1 has committed write set ${target}`,
-        async () => ((await lastCommitted(first)) ?? -1n) >= target,
-        30_000,
-      );
-    }
+    await caughtUp(first, nodes);
     const rows = await first.$queryRawUnsafe<{ user_id: string; n: bigint }[]>(
       'SELECT user_id, COUNT(*) AS n FROM payments WHERE user_id LIKE ? GROUP BY user_id',
       `${scope}:%`,

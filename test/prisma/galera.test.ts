@@ -1,6 +1,6 @@
 import { Decimal } from '@prisma/client/runtime/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runStorm } from '../../bench/storm/storm.js';
+import { caughtUp, runStorm } from '../../bench/storm/storm.js';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { type IdempotencyEventType, IdempotencyLeaseLostError, runIdempotent } from '../../src/index.js';
 import { adapterForUrl, prismaStore } from '../../src/prisma/index.js';
@@ -35,12 +35,10 @@ const wanted = Boolean(process.env.TEST_GALERA);
     await cluster?.destroy();
   });
 
-  /** Payments of `userId`, read on node 1 once it has applied every write set committed before. */
+  /** Payments of `userId`, read on node 1 once it has committed every write set any node had. */
   async function payments(userId: string): Promise<number> {
-    return nodes[0]!.$transaction(async (tx) => {
-      await tx.$executeRawUnsafe('SET SESSION wsrep_sync_wait = 1');
-      return tx.payment.count({ where: { userId } });
-    });
+    await caughtUp(nodes[0]!, nodes);
+    return nodes[0]!.payment.count({ where: { userId } });
   }
 
   it.each(['transactional', 'lease'] as const)(
@@ -164,7 +162,7 @@ const wanted = Boolean(process.env.TEST_GALERA);
       'A’s lease has run out on node 2',
       async () => {
         const [row] = await nodes[1]!.$queryRawUnsafe<{ expired: unknown }[]>(
-          'SELECT locked_until < NOW(3) AS expired FROM idempotency_records WHERE scope = ? AND idempotency_key = ?',
+          'SELECT locked_until < UTC_TIMESTAMP(3) AS expired FROM idempotency_records WHERE scope = ? AND idempotency_key = ?',
           scope,
           'pay-1',
         );
