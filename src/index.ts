@@ -18,6 +18,7 @@ export type {
   IdempotencyPhase,
   ObserveCall,
   ObservedCall,
+  ObservedStep,
 } from './core/observer.js';
 export { type LocalCacheOptions, withLocalCache } from './core/record-cache.js';
 export {

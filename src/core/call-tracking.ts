@@ -5,6 +5,7 @@ import type {
   IdempotencyPhase,
   ObserveCall,
   ObservedCall,
+  ObservedStep,
 } from './observer.js';
 
 /**
@@ -72,6 +73,21 @@ export class CallTracking {
       this.observer.phaseEnd?.(phase, this.clock(), error);
     } catch {
       // An observer must never change the outcome.
+    }
+  }
+
+  /** Runs a step within the observer's `step`; an observer that throws before running it is passed by. */
+  step<R>(step: ObservedStep, run: () => Promise<R>): Promise<R> {
+    if (!this.observer.step) return run();
+    let ran = false;
+    try {
+      return this.observer.step(step, () => {
+        ran = true;
+        return run();
+      });
+    } catch (error) {
+      if (ran) throw error;
+      return run();
     }
   }
 

@@ -62,6 +62,16 @@ export interface ObservedCall {
   firstAttempt: boolean;
 }
 
+/** A lease-mode step (`step(name, fn)`) as an observer sees it. */
+export interface ObservedStep {
+  /** The step's name. */
+  name: string;
+  /** Where it runs in its call: 0 for the first. */
+  position: number;
+  /** The step's stored result (or error) answers it: `fn` does not run (a resumed call). */
+  replayed: boolean;
+}
+
 /** How a call ended. */
 export interface CallSummary {
   /** `undefined` when the call failed before it reached a decision (e.g. the store was unreachable). */
@@ -94,6 +104,13 @@ export interface CallObserver {
   phaseStart?(phase: IdempotencyPhase, at: number): void;
   /** A phase ended; `error` when it threw. */
   phaseEnd?(phase: IdempotencyPhase, at: number, error?: unknown): void;
+  /**
+   * Runs one step of a lease-mode call, inside the `resolver` phase: `fn` and the store of its
+   * result, or the replay of its stored one. A tracer runs it in a span of its own, so the spans
+   * the step makes (the payment gateway's) become that span's children. It must call `run` once
+   * and return what it returns.
+   */
+  step?<R>(step: ObservedStep, run: () => Promise<R>): Promise<R>;
   /** The call ended. Called exactly once, after every phase ended. */
   end(summary: CallSummary): void;
 }

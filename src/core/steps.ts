@@ -121,17 +121,23 @@ export class StepJournal<T, Tx> {
       this.names.add(name);
       const position = this.next++;
       const done = (await this.load(steps))[position];
-      if (!done) return await this.run(steps, name, position, fn, options);
-      if (done.name !== name) {
+      if (done && done.name !== name) {
         throw this.raise(
           new IdempotencyStepDivergedError(
             `Step ${position + 1} of this call is "${name}", but the attempt that stored its steps ran "${done.name}" there: steps must run in the same order with the same names on every attempt. Nothing was stored`,
           ),
         );
       }
-      const value = this.call.serializer.deserialize(done.result);
-      if (done.resultIsError) throw this.call.errorCodec.decode(value);
-      return value as Awaited<ReturnType<typeof fn>>;
+      // Runs `fn` and stores its result, or answers with the stored one.
+      const answer = async () => {
+        if (!done) return this.run(steps, name, position, fn, options);
+        const value = this.call.serializer.deserialize(done.result);
+        if (done.resultIsError) throw this.call.errorCodec.decode(value);
+        return value as Awaited<ReturnType<typeof fn>>;
+      };
+      const { tracking } = this.call;
+      if (!tracking) return await answer();
+      return await tracking.step({ name, position, replayed: done !== undefined }, answer);
     } finally {
       this.running = false;
     }

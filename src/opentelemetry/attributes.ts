@@ -19,6 +19,12 @@ export const ATTR_KEY_HASH = 'idempotency.key_hash';
 export const ATTR_SCOPE = 'idempotency.scope';
 /** How many times the store ran the transaction again after a write conflict. */
 export const ATTR_TX_RETRIES = 'idempotency.tx_retries';
+/** A step's span (`idempotency.step <name>`): the step's name. */
+export const ATTR_STEP_NAME = 'idempotency.step.name';
+/** A step's span: where the step runs in its call, 0 for the first. */
+export const ATTR_STEP_POSITION = 'idempotency.step.position';
+/** A step's span: `true` when its stored result answered it and `fn` did not run (a resumed call). */
+export const ATTR_STEP_REPLAYED = 'idempotency.step.replayed';
 /** The standard attribute for the class of error a call ended with (its `code`, else its `name`). */
 export const ATTR_ERROR_TYPE = 'error.type';
 

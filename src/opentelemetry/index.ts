@@ -20,7 +20,13 @@ import {
   type TracerProvider,
   trace,
 } from '@opentelemetry/api';
-import type { CallObserver, IdempotencyPhase, ObserveCall, ObservedCall } from '../core/observer.js';
+import type {
+  CallObserver,
+  IdempotencyPhase,
+  ObserveCall,
+  ObservedCall,
+  ObservedStep,
+} from '../core/observer.js';
 import {
   ATTR_ERROR_TYPE,
   ATTR_FIRST_ATTEMPT,
@@ -30,6 +36,9 @@ import {
   ATTR_OPERATION,
   ATTR_OUTCOME,
   ATTR_SCOPE,
+  ATTR_STEP_NAME,
+  ATTR_STEP_POSITION,
+  ATTR_STEP_REPLAYED,
   ATTR_TX_RETRIES,
   METRIC_CALLS,
   METRIC_RESOLVER_DURATION,
@@ -78,7 +87,8 @@ export interface IdempotencyTelemetry {
  * of the active span (the tRPC, Yoga or HTTP server instrumentation's) and the parent of the
  * spans the store and the resolver make (Prisma's, your own): the call runs in its context.
  * Span events mark the phases (`idempotency.wait.start` … `idempotency.store.end`), errors set
- * the span's status. With no OpenTelemetry SDK registered (neither a tracer nor a meter provider),
+ * the span's status. Each step of a lease-mode call (`step(name, fn)`) gets a span
+ * `idempotency step <name>`, the parent of the spans its `fn` makes. With no OpenTelemetry SDK registered (neither a tracer nor a meter provider),
  * `observe` returns `undefined` and calls run as if it were unset; the key is hashed only for a
  * recording span.
  */
@@ -135,8 +145,35 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
       },
     };
     // The store's and the resolver's spans become the call span's children.
-    if (traced) observer.around = (run) => context.with(trace.setSpan(parent, span), run);
+    if (traced) {
+      observer.around = (run) => context.with(trace.setSpan(parent, span), run);
+      observer.step = (step, run) => traceStep(step, run);
+    }
     return observer;
+
+    /** A step's span, a child of the active one (the call's, or a span the resolver opened). */
+    async function traceStep<R>(step: ObservedStep, run: () => Promise<R>): Promise<R> {
+      const attributes = {
+        ...common,
+        [ATTR_STEP_NAME]: step.name,
+        [ATTR_STEP_POSITION]: step.position,
+        [ATTR_STEP_REPLAYED]: step.replayed,
+      };
+      const active = context.active();
+      const stepSpan = tracer.startSpan(`idempotency step ${step.name}`, { attributes }, active);
+      try {
+        return await context.with(trace.setSpan(active, stepSpan), run);
+      } catch (error) {
+        if (stepSpan.isRecording()) {
+          stepSpan.setAttributes(errorAttributes(error));
+          if (error instanceof Error) stepSpan.recordException(error);
+          stepSpan.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
+        }
+        throw error;
+      } finally {
+        stepSpan.end();
+      }
+    }
   };
 
   return { observe, onSweep: (deleted) => instruments().sweepDeleted.add(deleted) };

@@ -4,6 +4,7 @@ import {
   type CallSummary,
   memoryStore,
   type ObservedCall,
+  type ResolverClaim,
   type RunIdempotentOptions,
   runIdempotent,
 } from '../../src/index.js';
@@ -23,6 +24,14 @@ function recorder() {
       },
       phaseStart: (phase) => seen.steps.push(`${phase}.start`),
       phaseEnd: (phase, _at, error) => seen.steps.push(`${phase}.end${error ? ' (error)' : ''}`),
+      step: async (step, run) => {
+        seen.steps.push(`step ${step.position} ${step.name}${step.replayed ? ' (replayed)' : ''}`);
+        try {
+          return await run();
+        } finally {
+          seen.steps.push(`step ${step.name} end`);
+        }
+      },
       end: (summary) => {
         seen.ends++;
         seen.summary = summary;
@@ -103,7 +112,8 @@ describe('the observe hook', () => {
   );
 
   it('reports a lease-mode duplicate refused while the lease runs as in_progress', async () => {
-    const { base, calls } = options({ mode: 'lease' });
+    // Without a short wait, the duplicate would wait out the default 10 s for the first call's result.
+    const { base, calls } = options({ mode: 'lease', waitTimeoutMs: 50 });
     const started = gate();
     const release = gate();
     const first = runIdempotent(base, async () => {
@@ -142,6 +152,55 @@ describe('the observe hook', () => {
     expect(calls.map((c) => c.summary?.outcome)).toEqual(['executed', 'replayed']);
     expect(calls[0]?.steps.filter((s) => s.startsWith('store'))).toEqual(['store.start', 'store.end']);
     expect(calls[1]?.summary?.error).toMatchObject({ code: 'card_declined' });
+  });
+
+  it('reports each step of a lease-mode call inside the resolver phase, and which ones a resumed call replayed', async () => {
+    const { base, calls } = options({ mode: 'lease' });
+    const runs: string[] = [];
+    const checkout =
+      (crash: boolean) =>
+      async (_tx: unknown, { step }: ResolverClaim<unknown>) => {
+        await step!('reserve', () => runs.push('reserve'));
+        if (crash) throw new Error('crash after reserve');
+        return step!('charge', () => runs.push('charge'));
+      };
+    await expect(runIdempotent(base, checkout(true))).rejects.toThrow('crash after reserve');
+    await runIdempotent(base, checkout(false));
+    expect(runs).toEqual(['reserve', 'charge']);
+    const resolverPhase = (steps: string[]) =>
+      steps.slice(steps.indexOf('resolver.start'), steps.findIndex((s) => s.startsWith('resolver.end')) + 1);
+    expect(resolverPhase(calls[0]!.steps)).toEqual([
+      'resolver.start',
+      'step 0 reserve',
+      'step reserve end',
+      'resolver.end (error)',
+    ]);
+    expect(resolverPhase(calls[1]!.steps)).toEqual([
+      'resolver.start',
+      'step 0 reserve (replayed)',
+      'step reserve end',
+      'step 1 charge',
+      'step charge end',
+      'resolver.end',
+    ]);
+  });
+
+  it('runs a step once when the observer’s step hook throws before running it', async () => {
+    const runs: string[] = [];
+    const { base } = options({
+      mode: 'lease',
+      observe: () => ({
+        step: () => {
+          throw new Error('observer broke');
+        },
+        end: () => undefined,
+      }),
+    });
+    const result = await runIdempotent(base, async (_tx, { step }) =>
+      step!('charge', () => runs.push('charge')),
+    );
+    expect(result).toMatchObject({ value: 1, replayed: false });
+    expect(runs).toEqual(['charge']);
   });
 
   it('is not called for a call refused before it could claim', async () => {

@@ -1,13 +1,16 @@
 import { createHash } from 'node:crypto';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { describe, expect, it, vi } from 'vitest';
-import { memoryStore, runIdempotent, type Store } from '../../src/index.js';
+import { memoryStore, type ResolverClaim, runIdempotent, type Store } from '../../src/index.js';
 import {
   ATTR_KEY_HASH,
   ATTR_MODE,
   ATTR_OPERATION,
   ATTR_OUTCOME,
   ATTR_SCOPE,
+  ATTR_STEP_NAME,
+  ATTR_STEP_POSITION,
+  ATTR_STEP_REPLAYED,
   ATTR_TX_RETRIES,
   METRIC_CALLS,
   METRIC_RESOLVER_DURATION,
@@ -199,6 +202,46 @@ describe('idempotencyTelemetry on the memory store', () => {
       'error.type': 'TypeError',
     });
     expect(await points(METRIC_RESULT_SIZE)).toEqual([]);
+  });
+
+  it('traces each step of a lease-mode call as a span, the parent of the spans its fn makes', async () => {
+    const { call, tracer, spans } = setup();
+    const lease = { ...call, mode: 'lease' as const };
+    let charges = 0;
+    const checkout =
+      (crash: boolean) =>
+      async (_tx: unknown, { step }: ResolverClaim<unknown>) => {
+        await step!('charge', () => {
+          charges++;
+          tracer.startSpan('POST gateway/charges').end();
+          return 'ch_1';
+        });
+        if (crash) throw new Error('crash after charge');
+        return step!('receipt', () => {
+          throw new TypeError('mail server down');
+        });
+      };
+    await expect(runIdempotent(lease, checkout(true))).rejects.toThrow('crash after charge');
+    await expect(runIdempotent(lease, checkout(false))).rejects.toThrow('mail server down');
+    expect(charges).toBe(1);
+    const [first, resumed] = spans().filter((s) => s.name === 'idempotency payments.create');
+    const steps = spans().filter((s) => s.name.startsWith('idempotency step '));
+    expect(steps.map((s) => [s.name, s.attributes[ATTR_STEP_REPLAYED], isChildOf(s, first!)])).toEqual([
+      ['idempotency step charge', false, true],
+      ['idempotency step charge', true, false],
+      ['idempotency step receipt', false, false],
+    ]);
+    expect(steps.slice(1).every((s) => isChildOf(s, resumed!))).toBe(true);
+    expect(isChildOf(spans().find((s) => s.name === 'POST gateway/charges')!, steps[0]!)).toBe(true);
+    expect(steps[0]!.attributes).toEqual({
+      [ATTR_OPERATION]: 'payments.create',
+      [ATTR_MODE]: 'lease',
+      [ATTR_STEP_NAME]: 'charge',
+      [ATTR_STEP_POSITION]: 0,
+      [ATTR_STEP_REPLAYED]: false,
+    });
+    expect(steps[2]!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'mail server down' });
+    expect(steps[2]!.attributes).toMatchObject({ [ATTR_STEP_POSITION]: 1, 'error.type': 'TypeError' });
   });
 
   it('counts the sweeper’s deletions and reports stuck records as a gauge', async () => {
