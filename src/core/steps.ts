@@ -84,9 +84,14 @@ export class StepJournal<T, Tx> {
     private readonly resumes: boolean,
   ) {}
 
-  /** Whether the key holds steps (or a step write was tried): its claim must stay for a retry to resume. */
+  /**
+   * Whether the key may hold steps (or a step write was tried): its claim must stay for a retry to
+   * resume. A call that took a record over and failed before its first step never read that
+   * record's steps: they are taken to be there, or deleting its claim would let the next call
+   * clear them and run them again.
+   */
   get holdsSteps(): boolean {
-    return this.saving || (this.stored?.length ?? 0) > 0;
+    return this.saving || (this.stored === undefined ? this.resumes : this.stored.length > 0);
   }
 
   /** Whether the journal itself raised `error` (a divergence, a lease lost): not the resolver's outcome. */

@@ -466,6 +466,22 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(types()).toEqual(['claimed', 'released', 'expired_takeover', 'completed', 'replayed']);
       });
 
+      it('keeps the stored steps when a resumed call fails before its first step', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease');
+        const { runs, resolver } = checkout();
+        await expect(runIdempotent(options, resolver('charge'))).rejects.toThrow('crash after charge');
+        // Takes the key over, then fails before it reads the steps it would resume.
+        await expect(
+          runIdempotent(options, async () => {
+            throw new Error('inventory service timed out');
+          }),
+        ).rejects.toThrow('inventory service timed out');
+        expect(await options.store.find(scope, 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+        await runIdempotent(options, resolver());
+        expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+      });
+
       it('resumes a call whose lease ran out (its process died) on another server', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, 'lease', { leaseMs: 5_000 });
