@@ -20,6 +20,7 @@ import {
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
+import { type HeadersLike, headerOf } from '../core/headers.js';
 import { type HeaderValue, parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import {
   type ErrorCodec,
@@ -401,7 +402,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
       }
       let key: string | undefined;
       try {
-        key = header ? parseKeyHeader(headerOf(args.contextValue, header), core.keyPolicy) : undefined;
+        key = header ? parseKeyHeader(contextHeader(args.contextValue, header), core.keyPolicy) : undefined;
         refuseHeaderKeyOnBatch(
           key,
           isBatched(args.contextValue),
@@ -413,7 +414,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         refuse(error);
         return;
       }
-      const firstAttempt = isFirstAttempt(headerOf(args.contextValue, ATTEMPT_HEADER));
+      const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
       const state: Execution = { operationKey: key, firstAttempt, fields: new Map() };
       extendContext({ [execution]: state });
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps.
@@ -453,16 +454,24 @@ class FailedOperation extends Error {
   }
 }
 
-/** Stores a failed operation's errors (their original errors through `codec`, with their paths). */
+/**
+ * Stores a failed operation's errors (their original errors through `codec`, with their paths),
+ * and any other error the core keeps for the key (in lease mode, a result too large or that cannot
+ * be stored) through `codec` as it is.
+ */
 function failedOperationCodec(codec: ErrorCodec): ErrorCodec {
-  type Stored = { errors: { path?: readonly (string | number)[]; error: unknown }[] };
+  type Stored =
+    | { errors: { path?: readonly (string | number)[]; error: unknown }[] }
+    | { error: unknown; errors?: undefined };
   return {
-    encode(error) {
-      const { errors } = error as FailedOperation;
-      return { errors: errors.map((e) => ({ path: e.path, error: codec.encode(e.originalError ?? e) })) };
+    encode(error): Stored {
+      if (!(error instanceof FailedOperation)) return { error: codec.encode(error) };
+      const errors = error.errors.map((e) => ({ path: e.path, error: codec.encode(e.originalError ?? e) }));
+      return { errors };
     },
     decode(stored) {
       const { errors } = stored as Stored;
+      if (errors === undefined) return codec.decode((stored as { error: unknown }).error);
       return new FailedOperation(
         errors.map(({ path, error }) => locatedError(codec.decode(error), undefined, path)),
       );
@@ -511,15 +520,15 @@ function withClaim(context: unknown, txName: string, tx: unknown, claim: Resolve
   });
 }
 
-function headerOf(context: unknown, name: string): HeaderValue {
+/** A header of the request in the context (Yoga's `request`, or a Node `req`), case-insensitively. */
+function contextHeader(context: unknown, name: string): HeaderValue {
   const { request, req } = (context ?? {}) as {
     request?: { headers?: unknown };
     req?: { headers?: unknown };
   };
   const headers = request?.headers ?? req?.headers;
   if (!headers || typeof headers !== 'object') return undefined;
-  if (typeof (headers as Headers).get === 'function') return (headers as Headers).get(name);
-  return (headers as Record<string, HeaderValue>)[name.toLowerCase()];
+  return headerOf(headers as HeadersLike, name);
 }
 
 function extensionOf({ replayed, record }: IdempotentResult<unknown>): IdempotencyExtension {

@@ -1,9 +1,4 @@
-import type { HeaderValue } from '../core/key.js';
-
-/** Request headers as adapters expose them: a fetch `Headers`, or Node's `IncomingHttpHeaders`. */
-export type HeadersLike =
-  | { get(name: string): string | null }
-  | Readonly<Record<string, string | readonly string[] | undefined>>;
+import type { HeadersLike } from '../core/headers.js';
 
 /** The context fields the defaults look at; all optional, since the context is the user's. */
 interface HttpContext {
@@ -23,17 +18,6 @@ const fieldsOf = (ctx: unknown): HttpContext => (typeof ctx === 'object' && ctx 
 export function requestHeadersOf(ctx: unknown): HeadersLike | undefined {
   const { req, headers } = fieldsOf(ctx);
   return req?.headers ?? headers;
-}
-
-/** One header, case-insensitively. Repeated values come back joined or as a list, for the parser to refuse. */
-export function headerOf(headers: HeadersLike | undefined, name: string): HeaderValue {
-  if (!headers) return undefined;
-  if (typeof headers.get === 'function') return (headers as { get(name: string): string | null }).get(name);
-  const wanted = name.toLowerCase();
-  for (const [field, value] of Object.entries(headers)) {
-    if (field.toLowerCase() === wanted) return value as HeaderValue;
-  }
-  return undefined;
 }
 
 /**

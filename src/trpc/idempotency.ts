@@ -1,19 +1,14 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
+import { type HeadersLike, headerOf } from '../core/headers.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
 import { type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
-import {
-  callsInRequest,
-  type HeadersLike,
-  headerOf,
-  requestHeadersOf,
-  setResponseHeader,
-} from './http-context.js';
+import { callsInRequest, requestHeadersOf, setResponseHeader } from './http-context.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<Tx = unknown> {

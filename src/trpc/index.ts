@@ -1,4 +1,6 @@
 /** idempotent-mutations/trpc: the tRPC v11 middleware. */
+
+export type { HeadersLike } from '../core/headers.js';
 export {
   type IdempotencyErrorData,
   idempotencyErrorData,
@@ -7,7 +9,6 @@ export {
   trpcCodeOf,
   trpcErrorCodec,
 } from './errors.js';
-export type { HeadersLike } from './http-context.js';
 export {
   type IdempotencyContext,
   type IdempotencyContextOverrides,
