@@ -24,6 +24,8 @@ export interface IdempotencyLinkOptions {
    * the context, for a terminating link that sends it; a mutation the server answers with
    * `IDEMPOTENCY_KEY_MISSING` although no `idempotencyHeaders` wrote its key fails with an error
    * saying so. A mutation whose input is neither a plain object nor absent has only the header.
+   * A mutation whose key was sent neither way (a string input behind `httpBatchLink`, say) is
+   * never retried: nothing keyed it, so the server may have run it.
    * @default 'input'
    */
   sendKeyIn?: 'header' | 'input' | undefined;
@@ -115,11 +117,14 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
             next: (envelope) => observer.next(envelope),
             complete: () => observer.complete(),
             error: (error) => {
-              const delay = signal?.aborted ? undefined : retryDelay(failureOf(error), attempts, retry);
+              // A key that went nowhere (no input field, no header written) covers nothing: the
+              // server may have run the call unkeyed, so sending it again could run it twice.
+              const keySent = inInput || headerWritten.has(sending.context);
+              const delay =
+                signal?.aborted || !keySent ? undefined : retryDelay(failureOf(error), attempts, retry);
               if (delay !== undefined) timer = setTimeout(attempt, delay);
-              else if (!inInput && !headerWritten.has(sending.context) && isMissingKey(error)) {
-                observer.error(unsentKeyError(key, header, error));
-              } else observer.error(error);
+              else if (!keySent && isMissingKey(error)) observer.error(unsentKeyError(key, header, error));
+              else observer.error(error);
             },
           });
         };

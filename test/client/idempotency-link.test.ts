@@ -1,8 +1,13 @@
 import { createTRPCClient, httpBatchLink, httpLink, retryLink, TRPCClientError } from '@trpc/client';
+import { initTRPC } from '@trpc/server';
+import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import superjson from 'superjson';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../examples/shared/fault-proxy.js';
 import { type IdempotencyLinkOptions, idempotencyHeaders, idempotencyLink } from '../../src/client/index.js';
+import { memoryStore } from '../../src/index.js';
+import { idempotency } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 import { type PaymentsBackend, paymentsBackend } from './payments.js';
 import { createBatchClient, createClient } from './samples/trpc-client.js';
@@ -303,4 +308,41 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect(proxy.requests).toHaveLength(1);
     expect(await backend.paymentsOf(scope)).toHaveLength(0);
   });
+});
+
+it('does not retry a mutation whose key went nowhere: the server may have run it unkeyed', async () => {
+  let runs = 0;
+  const t = initTRPC.context<{ userId: string }>().create();
+  const router = t.router({
+    archive: t.procedure
+      .input(z.string())
+      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId, required: false }))
+      .mutation(({ input }) => {
+        runs++;
+        return { archived: input };
+      }),
+  });
+  let sends = 0;
+  // The server runs the call, then its answer is lost (a dropped connection).
+  const losingFirstAnswer = async (url: RequestInfo | URL, init?: RequestInit) => {
+    sends++;
+    const response = await fetchRequestHandler({
+      endpoint: '/trpc',
+      req: new Request(url, init),
+      router,
+      createContext: () => ({ userId: 'alice' }),
+    });
+    if (sends > 1) return response;
+    await response.text();
+    throw new TypeError('fetch failed');
+  };
+  const client = createTRPCClient<typeof router>({
+    links: [
+      idempotencyLink({ retry: { baseDelayMs: 1, maxDelayMs: 5 } }),
+      // A string input cannot carry the key, and a batch's shared headers carry none.
+      httpBatchLink({ url: 'http://server/trpc', fetch: losingFirstAnswer, headers: idempotencyHeaders }),
+    ],
+  });
+  await expect(client.archive.mutate('post-1')).rejects.toThrow('fetch failed');
+  expect({ sends, runs }).toEqual({ sends: 1, runs: 1 });
 });
