@@ -147,10 +147,21 @@ export function storedText(serializer: Serializer, value: unknown, maxResultByte
   return text;
 }
 
-/** A replayable error as stored text, or `undefined` when it cannot be stored. */
-export function storedErrorText<T, Tx>(call: Call<T, Tx>, error: unknown): string | undefined {
+/**
+ * Room for the library's own error about a result it could not keep (too large, unstorable): a
+ * `maxResultBytes` below this (a few hundred bytes) still keeps that error, or the key would be
+ * run again once its lease ran out.
+ */
+export const OWN_ERROR_BYTES = 16_384;
+
+/** A replayable error as stored text, or `undefined` when it cannot be stored in `maxBytes`. */
+export function storedErrorText<T, Tx>(
+  call: Call<T, Tx>,
+  error: unknown,
+  maxBytes = call.maxResultBytes,
+): string | undefined {
   try {
-    return storedText(call.serializer, call.errorCodec.encode(error), call.maxResultBytes);
+    return storedText(call.serializer, call.errorCodec.encode(error), maxBytes);
   } catch {
     return undefined;
   }

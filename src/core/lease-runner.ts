@@ -3,6 +3,7 @@ import {
   answer,
   type Call,
   type IdempotentResult,
+  OWN_ERROR_BYTES,
   pause,
   ranRecord,
   storedErrorText,
@@ -84,8 +85,8 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     result = storedText(call.serializer, value, call.maxResultBytes);
   } catch (error) {
     // The effects happened but the result cannot be kept: the key answers with this error from
-    // now on rather than being freed to run them again.
-    const stored = storedErrorText(call, error);
+    // now on rather than being freed to run them again (however small `maxResultBytes` is).
+    const stored = storedErrorText(call, error, Math.max(call.maxResultBytes, OWN_ERROR_BYTES));
     if (stored !== undefined) await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
     else heartbeat.stop();
     throw error;

@@ -5,7 +5,7 @@ import {
   type IdempotencyKeyInProgressError,
   isIdempotencyError,
 } from '../core/errors.js';
-import type { ErrorCodec } from '../core/run-idempotent.js';
+import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
 
 /** The `TRPCError` code each idempotency code maps to (the HTTP status tRPC sends follows from it). */
 export const trpcCodeOf: Readonly<Record<IdempotencyErrorCode, TRPC_ERROR_CODE_KEY>> = {
@@ -65,14 +65,19 @@ export function idempotencyErrorFormatter<Shape extends { data: object }>(opts: 
 
 /**
  * Stores a replayable resolver error as its tRPC code and message, and replays it as a
- * `TRPCError` with the same code and message (so the client sees the same status).
+ * `TRPCError` with the same code and message (so the client sees the same status). An idempotency
+ * error the core keeps for the key (in lease mode, a result too large to store) is kept as the
+ * core keeps it, so its replay carries its idempotency code as the first answer did.
  */
 export const trpcErrorCodec: ErrorCodec = {
   encode(error) {
+    if (isIdempotencyError(error)) return { idempotencyError: defaultErrorCodec.encode(error) };
     const { code, message } = getTRPCErrorFromUnknown(error);
     return { code, message };
   },
   decode(stored) {
+    const { idempotencyError } = stored as { idempotencyError?: unknown };
+    if (idempotencyError !== undefined) return defaultErrorCodec.decode(idempotencyError);
     const { code, message } = stored as { code: TRPC_ERROR_CODE_KEY; message: string };
     return new TRPCError({ code, message });
   },

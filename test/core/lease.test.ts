@@ -218,18 +218,22 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(resolver).toHaveBeenCalledTimes(1);
   });
 
-  it('keeps a result over maxResultBytes as its error, so the effects never run again', async () => {
-    const { options, types } = leased();
-    const resolver = vi.fn(async () => 'x'.repeat(1_000));
-    await expect(runIdempotent({ ...options, maxResultBytes: 500 }, resolver)).rejects.toBeInstanceOf(
-      IdempotencyResultTooLargeError,
-    );
-    await expect(runIdempotent({ ...options, maxResultBytes: 500 }, resolver)).rejects.toMatchObject({
-      name: 'IdempotencyResultTooLargeError',
-    });
-    expect(resolver).toHaveBeenCalledTimes(1);
-    expect(types()).toEqual(['claimed', 'completed', 'replayed']);
-  });
+  // At 10 bytes the error's own stored text is larger than the limit: it is kept all the same.
+  it.each([500, 10])(
+    'keeps a result over maxResultBytes (%i) as its error, so the effects never run again',
+    async (maxResultBytes) => {
+      const { options, types } = leased();
+      const resolver = vi.fn(async () => 'x'.repeat(1_000));
+      await expect(runIdempotent({ ...options, maxResultBytes }, resolver)).rejects.toBeInstanceOf(
+        IdempotencyResultTooLargeError,
+      );
+      await expect(runIdempotent({ ...options, maxResultBytes }, resolver)).rejects.toMatchObject({
+        name: 'IdempotencyResultTooLargeError',
+      });
+      expect(resolver).toHaveBeenCalledTimes(1);
+      expect(types()).toEqual(['claimed', 'completed', 'replayed']);
+    },
+  );
 
   it('keeps a long resolver’s lease alive with a heartbeat', async () => {
     const { options, types } = leased({ leaseMs: 300, heartbeatMs: 50 });

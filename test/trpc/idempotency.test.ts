@@ -14,6 +14,7 @@ import {
   type IdempotencyMeta,
   type IdempotencyOptions,
   idempotency,
+  idempotencyErrorData,
   idempotencyErrorFormatter,
 } from '../../src/trpc/index.js';
 
@@ -498,6 +499,17 @@ describe('idempotency() through createCaller', () => {
     expect(error.cause).toMatchObject({ code: 'IDEMPOTENCY_RESULT_TOO_LARGE' });
     expect(await store.find('alice', 'k-big')).toBeNull();
     expect(seen).toHaveLength(1);
+  });
+
+  it('in lease mode keeps a too-large result as its error, and replays it with the same idempotency code', async () => {
+    const { seen, withKey } = setup({ maxResultBytes: 10, mode: 'lease' });
+    const first = await rejectionOf(withKey('k-big').pay({ amount: '1' }));
+    const replay = await rejectionOf(withKey('k-big').pay({ amount: '1' }));
+    expect(seen).toHaveLength(1);
+    for (const error of [first, replay]) {
+      expect(error.code).toBe('INTERNAL_SERVER_ERROR');
+      expect(idempotencyErrorData(error)).toEqual({ idempotencyCode: 'IDEMPOTENCY_RESULT_TOO_LARGE' });
+    }
   });
 
   it('answers a result that cannot be stored with INTERNAL_SERVER_ERROR (500) / IDEMPOTENCY_RESULT_UNSTORABLE, storing nothing', async () => {
