@@ -263,11 +263,12 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
                   ctx: context,
                   // An `.input()` after this middleware would add input the fingerprint did not
                   // cover (a retry with another value would replay): it reads the raw input, and
-                  // the call fails here, before the resolver runs and with nothing stored.
+                  // the call fails here, before the resolver runs and with nothing stored. Any
+                  // other reader of the raw input looks the same from here, and fails too.
                   getRawInput: async (): Promise<never> => {
                     const error = new TRPCError({
                       code: 'INTERNAL_SERVER_ERROR',
-                      message: `idempotency() on "${path}" runs before an .input(): place .use(idempotency(…)) after every .input(…), so the fingerprint hashes the whole validated input, or set fingerprintInput: 'raw' to hash the input as sent (a base procedure that routes extend with .input())`,
+                      message: `idempotency() on "${path}" runs before something that reads the raw input, an .input() or a middleware calling getRawInput(): place .use(idempotency(…)) after every .input(…) and such middleware, so the fingerprint hashes the whole validated input, or set fingerprintInput: 'raw' to hash the input as sent (a base procedure that routes extend with .input())`,
                     });
                     misplaced.add(error);
                     throw error;

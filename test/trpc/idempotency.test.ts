@@ -352,13 +352,33 @@ describe('idempotency() through createCaller', () => {
     const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
     const error = await rejectionOf(caller.pay({ orgId: 'o1', amount: 10 }));
     expect(error.code).toBe('INTERNAL_SERVER_ERROR');
-    expect(error.message).toMatch(/runs before an \.input\(\)/);
+    expect(error.message).toMatch(/runs before something that reads the raw input, an \.input\(\)/);
     expect(runs).toBe(0);
     expect(await store.find('u', 'k')).toBeNull();
 
     expect(await caller.payAfter({ orgId: 'o1', amount: 10 })).toBe(10);
     const mismatch = await rejectionOf(caller.payAfter({ orgId: 'o1', amount: 9_999 }));
     expect(mismatch.code).toBe('UNPROCESSABLE_CONTENT');
+  });
+
+  it('names getRawInput() when a later middleware reads the raw input; under fingerprintInput raw it is served', async () => {
+    const audit: unknown[] = [];
+    const audited = t.middleware(async ({ getRawInput, next }) => {
+      audit.push(await getRawInput());
+      return next();
+    });
+    const procedure = (fingerprintInput: 'raw' | 'validated') =>
+      t.procedure
+        .input(z.object({ amount: z.number() }))
+        .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user.id, fingerprintInput }))
+        .use(audited)
+        .mutation(({ input }) => input.amount);
+    const router = t.router({ validated: procedure('validated'), raw: procedure('raw') });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const error = await rejectionOf(caller.validated({ amount: 5 }));
+    expect(error.message).toContain('a middleware calling getRawInput()');
+    expect(await caller.raw({ amount: 5 })).toBe(5);
+    expect(audit).toEqual([{ amount: 5 }]);
   });
 
   it('works on a mutation without input, keyed by the header', async () => {
