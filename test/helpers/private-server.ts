@@ -158,6 +158,10 @@ export async function privatePostgres(): Promise<PrivateServer> {
   const start = async () => {
     // After a kill, orphaned backends exit once they notice; the lock file and shared memory go with them.
     await until('a restarted PostgreSQL accepts connections', async () => {
+      // Already running (someone else started it): done. Without this, a start() made while the
+      // server ran kept trying in the background and restarted it after a later test's stop().
+      // (Its port, not `pg_ctl status`: a killed postmaster not yet reaped still looks alive.)
+      if (await accepts(port)) return true;
       try {
         await pgCtl('start', '-w', '-t', '20', '-l', join(dir, 'log'), '-o', options);
         return true;

@@ -398,11 +398,14 @@ for (const kind of kinds) {
 
     it('lease mode: retries storing the result through a restart while the lease lasts, so the card is charged once', (ctx) =>
       withServer(ctx, async (server, prisma) => {
+        let restarted: Promise<void> | undefined;
         const charge = leasedCharge(prisma, 20_000, async () => {
           await server.stop();
-          setTimeout(() => void server.start(), 1_500);
+          restarted = sleep(1_500).then(() => server.start());
         });
         await expect(charge.run()).resolves.toMatchObject({ value: { charged: true }, replayed: false });
+        // Not left to start the server in the middle of the next test.
+        await restarted;
         await expect(retryLikeTheClients(charge.run)).resolves.toMatchObject({ replayed: true });
         expect(charge.charges.count).toBe(1);
       }));
