@@ -174,14 +174,21 @@ async function complete<T, Tx>(
   tracking?.finish('store');
   call.emit('fenced');
   // Fenced: the lease ran out and another request took the key over. A retry is safe only while
-  // the record answers for the key: stored by the new owner, or still held by it.
+  // the record answers for this call: the same input, stored by the new owner or still held by it.
+  // Another input's record would answer the retry with a mismatch, never saying that this call's
+  // effects happened.
   const current = await call.store.find(owner.scope, owner.key).catch(() => null);
-  if (current?.status === 'COMPLETED' || (current?.status === 'IN_PROGRESS' && current.liveForMs > 0)) {
-    throw new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
-  }
+  const answers =
+    current !== null &&
+    current.operation === call.request.operation &&
+    current.fingerprint === call.request.fingerprint &&
+    (current.status === 'COMPLETED' || current.liveForMs > 0);
+  if (answers) throw new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
   throw outcomeUnknown(
     call,
-    'its lease ran out and the key was freed before its result could be stored',
+    current !== null && current.fingerprint !== call.request.fingerprint
+      ? 'its lease ran out and a call with another input took the key over before its result could be stored'
+      : 'its lease ran out and the key was freed before its result could be stored',
     undefined,
   );
 }

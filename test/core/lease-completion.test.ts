@@ -114,6 +114,28 @@ describe('lease mode: a completion that cannot say what happened', () => {
     expect(charges).toBe(1);
   });
 
+  it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, not a 409 whose retry gets a mismatch, when a call with another input took the key over', async () => {
+    const { storeClock } = fakeTime();
+    const store = memoryStore({ clock: storeClock });
+    let charges = 0;
+    const { options: call } = options(store, { leaseMs: 5_000 });
+    const slow = runIdempotent(call, async () => {
+      charges++;
+      await new Promise((resolve) => setTimeout(resolve, 8_000));
+      return 'A';
+    }).catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(6_000); // A's lease ran out
+    // B, the same key with another amount, takes the key over and stores its result.
+    await expect(runIdempotent({ ...call, input: { amount: 20 } }, async () => 'B')).resolves.toMatchObject({
+      value: 'B',
+    });
+    await vi.advanceTimersByTimeAsync(3_000);
+    const error = await slow;
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
+    expect((error as Error).message).toContain('a call with another input took the key over');
+    expect(charges).toBe(1);
+  });
+
   it('answers at once, not at the end of the lease, when the completion fails for a reason that will not pass', async () => {
     const { storeClock } = fakeTime();
     const base = memoryStore({ clock: storeClock });
