@@ -44,8 +44,11 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
     sql`${where(scope, key)} AND owner_token = ${ownerToken} AND status = 'IN_PROGRESS'`;
   const bool = (value: boolean) => raw(postgres ? String(value) : value ? '1' : '0');
   const integer = (value: number) => (mysql ? sql`CAST(${value} AS SIGNED)` : sql`CAST(${value} AS INTEGER)`);
-  // SQLite has one writer; MySQL/MariaDB's INSERT … SELECT share-locks the rows it reads.
-  const lock = raw(postgres ? ' FOR SHARE' : '');
+  // The record is read with a shared lock, so a takeover that has not committed yet is waited for
+  // and then seen: without one, MySQL/MariaDB at READ COMMITTED (INSERT … SELECT locks the rows
+  // it reads only from REPEATABLE READ up) and PostgreSQL's DELETE … EXISTS read the old owner's
+  // token and let a stale owner write. SQLite has one writer.
+  const lock = raw(postgres ? ' FOR SHARE' : mysql ? ' LOCK IN SHARE MODE' : '');
 
   return {
     list: (scope, key) =>
@@ -53,7 +56,7 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
     save: (s) =>
       sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, ${inMs(s.ttlMs)} FROM ${records} WHERE ${owned(s)}${lock}`,
     clear: (owner) =>
-      sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)})`,
+      sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
   };
 }
 
