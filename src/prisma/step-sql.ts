@@ -61,8 +61,12 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
 }
 
 /**
- * Deletes at most `batchSize` steps whose record is gone (swept, or released), in one short
- * statement; `batchSize` is written into the SQL (a validated integer).
+ * Deletes at most `batchSize` steps whose record is gone (swept, or released) and whose own expiry
+ * has passed, in one short statement; `batchSize` is written into the SQL (a validated integer).
+ * A step expires `ttlMs` after it was stored, never after its record, and a call never resumes an
+ * expired step. Its expiry is checked too because `idempotency_steps` serves every records table
+ * in its schema: a step whose record is not in the table being swept may belong to a live call
+ * whose record is in another (`table`).
  */
 export function stepSweepStatement(provider: Provider, batchSize: number, tables: StepTables = {}): string {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
@@ -70,16 +74,17 @@ export function stepSweepStatement(provider: Provider, batchSize: number, tables
   }
   const steps = tables.steps ?? 'idempotency_steps';
   const records = tables.records ?? 'idempotency_records';
-  const orphan = (alias: string) =>
-    `NOT EXISTS (SELECT 1 FROM ${records} r WHERE r.scope = ${alias}.scope AND r.idempotency_key = ${alias}.idempotency_key)`;
+  const { passed } = databaseClock(provider);
+  const sweepable = (alias: string) =>
+    `${passed(`${alias}.expires_at`)} AND NOT EXISTS (SELECT 1 FROM ${records} r WHERE r.scope = ${alias}.scope AND r.idempotency_key = ${alias}.idempotency_key)`;
   switch (provider) {
     case 'mysql':
-      return `DELETE FROM ${steps} WHERE ${orphan(steps)} LIMIT ${batchSize}`;
+      return `DELETE FROM ${steps} WHERE ${sweepable(steps)} LIMIT ${batchSize}`;
     case 'sqlite':
-      return `DELETE FROM ${steps} WHERE rowid IN (SELECT rowid FROM ${steps} s WHERE ${orphan('s')} LIMIT ${batchSize})`;
+      return `DELETE FROM ${steps} WHERE rowid IN (SELECT rowid FROM ${steps} s WHERE ${sweepable('s')} LIMIT ${batchSize})`;
     default: {
       const skipLocked = provider === 'postgresql' ? ' FOR UPDATE SKIP LOCKED' : '';
-      return `DELETE FROM ${steps} WHERE (scope, idempotency_key, name) IN (SELECT s.scope, s.idempotency_key, s.name FROM ${steps} s WHERE ${orphan('s')} LIMIT ${batchSize}${skipLocked})`;
+      return `DELETE FROM ${steps} WHERE (scope, idempotency_key, name) IN (SELECT s.scope, s.idempotency_key, s.name FROM ${steps} s WHERE ${sweepable('s')} LIMIT ${batchSize}${skipLocked})`;
     }
   }
 }

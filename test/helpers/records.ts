@@ -97,20 +97,20 @@ export async function copyRecordsTable(
   }
 }
 
-/** Inserts durable steps `names` (in that order) for the record `(scope, key)`. */
+/** Inserts durable steps `names` (in that order) for the record `(scope, key)`, expiring in a day unless told. */
 export async function insertSteps(
   prisma: PrismaQueryable,
   provider: 'sqlite' | 'postgresql' | 'mysql',
   scope: string,
   key: string,
   names: string[],
+  expiresAt = new Date(Date.now() + 86_400_000),
 ): Promise<void> {
   let n = 0;
   const placeholder = () => (provider === 'postgresql' ? `$${++n}` : '?');
   const columns = ['scope', 'idempotency_key', 'name', 'ordinal', 'fingerprint', 'result', 'expires_at'];
   const tuples = names.map(() => `(${columns.map(placeholder).join(', ')})`);
-  const inADay = new Date(Date.now() + 86_400_000);
-  const values = names.flatMap((name, i) => [scope, key, name, i, '0'.repeat(64), '{"json":1}', inADay]);
+  const values = names.flatMap((name, i) => [scope, key, name, i, '0'.repeat(64), '{"json":1}', expiresAt]);
   await prisma.$executeRawUnsafe(
     `INSERT INTO idempotency_steps (${columns.join(', ')}) VALUES ${tuples.join(', ')}`,
     ...values,

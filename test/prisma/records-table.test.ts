@@ -14,7 +14,7 @@ import {
 import { connect, databases, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
 import { recordTravel } from '../helpers/record-travel.js';
-import { copyRecordsTable, countRecords, insertRecords } from '../helpers/records.js';
+import { copyRecordsTable, countRecords, insertRecords, insertSteps } from '../helpers/records.js';
 import { runStoreConformance } from '../helpers/store-conformance.js';
 
 type Prisma = Awaited<ReturnType<typeof connect>>;
@@ -76,6 +76,22 @@ describeEachDatabase('records in a table of their own (table option)', (db) => {
     expect((await stuckRecords(prisma, { table })).map((r) => r.key)).toEqual(['stuck']);
     expect(await sweepExpired(prisma, { table })).toBe(1);
     expect(await countRecords(prisma, db.provider, scope, table)).toBe(2);
+  });
+
+  it('keeps the steps of a call running in this table when idempotency_records is swept', async () => {
+    const scope = uniqueScope();
+    const running = { scope, key: 'running', status: 'IN_PROGRESS' as const, ownerToken: 'a'.repeat(64) };
+    await insertRecords(
+      prisma,
+      db.provider,
+      [{ ...running, lockedUntil: inAnHour(), expiresAt: inAnHour() }],
+      table,
+    );
+    // Both tables' steps share idempotency_steps; this call has no record in idempotency_records.
+    await insertSteps(prisma, db.provider, scope, 'running', ['reserve', 'charge']);
+    await sweepExpired(prisma);
+    const steps = await prismaStore(prisma, { table }).steps!.list(scope, 'running');
+    expect(steps.map((step) => step.name)).toEqual(['reserve', 'charge']);
   });
 });
 

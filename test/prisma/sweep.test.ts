@@ -89,9 +89,9 @@ describeEachDatabase('sweepExpired', (shared) => {
       { scope, key: 'expired', expiresAt: hourAgo() },
       { scope, key: 'live', expiresAt: new Date(now + DAY) },
     ]);
-    for (const key of ['expired', 'live']) {
-      await insertSteps(prisma, db.provider, scope, key, ['reserve', 'charge', 'ship']);
-    }
+    // A step expires with its record or before it: ttlMs after it was stored.
+    await insertSteps(prisma, db.provider, scope, 'expired', ['reserve', 'charge', 'ship'], hourAgo());
+    await insertSteps(prisma, db.provider, scope, 'live', ['reserve', 'charge', 'ship']);
     expect(await sweepExpired(prisma, { batchSize: 2 })).toBe(1);
     const left = await prisma.$queryRawUnsafe<{ idempotency_key: string }[]>(
       `SELECT idempotency_key FROM idempotency_steps WHERE scope = ${db.provider === 'postgresql' ? '$1' : '?'}`,
