@@ -46,7 +46,7 @@ const SQLITE_EXPIRED_RANGES =
 
 /**
  * Deletes at most `batchSize` sweepable records of `table` (SQL, see `recordsTable`) in one short
- * statement. `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
+ * statement (MySQL/MariaDB: selects them, for `sweepBatchDelete`). `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
  */
 export function sweepStatement(provider: Provider, batchSize: number, table = RECORDS_TABLE): string {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
@@ -55,7 +55,11 @@ export function sweepStatement(provider: Provider, batchSize: number, table = RE
   const condition = sweepable(provider);
   switch (provider) {
     case 'mysql':
-      return `DELETE FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
+      // Keys to delete, skipping rows another transaction holds (a takeover whose resolver runs):
+      // a DELETE that waited on such a row kept the batch's other rows locked, and their claims
+      // waited for an unrelated resolver. `sweepBatchDelete` then deletes them. SKIP LOCKED needs
+      // MariaDB 10.6 / MySQL 8.0.
+      return `SELECT scope, idempotency_key FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
     case 'sqlite':
       return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
     default: {
@@ -66,6 +70,22 @@ export function sweepStatement(provider: Provider, batchSize: number, table = RE
       return `DELETE FROM ${table} WHERE (scope, idempotency_key) IN (SELECT scope, idempotency_key FROM ${table} WHERE ${condition} LIMIT ${batchSize}${skipLocked}) AND ${condition}`;
     }
   }
+}
+
+/**
+ * MySQL/MariaDB: deletes the keys `sweepStatement` picked, by primary key (so it locks those rows
+ * only), each still sweepable: a record taken over since it was picked is live again and stays.
+ */
+export function sweepBatchDelete(
+  table: string,
+  keys: readonly { scope: string; idempotency_key: string }[],
+): { text: string; values: string[] } {
+  const exact = ' COLLATE utf8mb4_bin';
+  const pairs = keys.map(() => `(scope = ?${exact} AND idempotency_key = ?${exact})`).join(' OR ');
+  return {
+    text: `DELETE FROM ${table} WHERE (${pairs}) AND ${sweepable('mysql')}`,
+    values: keys.flatMap((key) => [key.scope, key.idempotency_key]),
+  };
 }
 
 /**

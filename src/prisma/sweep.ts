@@ -1,6 +1,6 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { standalone } from './database-errors.js';
-import { sweepStatement } from './maintenance-sql.js';
+import { sweepBatchDelete, sweepStatement } from './maintenance-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { stepSweepStatement } from './step-sql.js';
 
@@ -49,11 +49,25 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   const provider = options.provider ?? providerOf(prisma);
   const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
   const statement = sweepStatement(provider, batchSize, tables.records);
+  /** One batch: how many records it deleted, and how many it found to delete. */
+  const batch = async (): Promise<{ count: number; found: number }> => {
+    if (provider !== 'mysql') {
+      const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
+      return { count, found: count };
+    }
+    const keys = await standalone(prisma, provider, (client) =>
+      client.$queryRawUnsafe<{ scope: string; idempotency_key: string }[]>(statement),
+    );
+    if (keys.length === 0) return { count: 0, found: 0 };
+    const { text, values } = sweepBatchDelete(tables.records, keys);
+    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(text, ...values));
+    return { count, found: keys.length };
+  };
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
-    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
+    const { count, found } = await batch();
     deleted += count;
-    const more = count >= batchSize;
+    const more = found >= batchSize;
     onBatch?.({ batches, deleted, more });
     if (!more) break;
     // Let the event loop breathe between batches: with SQLite every statement settles without
