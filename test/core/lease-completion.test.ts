@@ -93,17 +93,22 @@ describe('lease mode: storing the result after the effects happened', () => {
   });
 });
 
+/** Call A charges, then runs 8 s, past its 5 s lease: another request may take its key over meanwhile. */
+function chargeOutlivingItsLease() {
+  const { storeClock } = fakeTime();
+  let charges = 0;
+  const { options: call } = options(memoryStore({ clock: storeClock }), { leaseMs: 5_000 });
+  const slow = runIdempotent(call, async () => {
+    charges++;
+    await new Promise((resolve) => setTimeout(resolve, 8_000));
+    return 'A';
+  }).catch((error: unknown) => error);
+  return { call, slow, charges: () => charges };
+}
+
 describe('lease mode: a completion that cannot say what happened', () => {
   it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, not a retryable 409, when it was fenced and the key has since been freed', async () => {
-    const { storeClock } = fakeTime();
-    const store = memoryStore({ clock: storeClock });
-    let charges = 0;
-    const { options: call } = options(store, { leaseMs: 5_000 });
-    const slow = runIdempotent(call, async () => {
-      charges++;
-      await new Promise((resolve) => setTimeout(resolve, 8_000));
-      return 'A';
-    }).catch((error: unknown) => error);
+    const { call, slow, charges } = chargeOutlivingItsLease();
     await vi.advanceTimersByTimeAsync(6_000); // A's lease ran out
     // B takes the key over, fails without a replayable error and frees the key.
     await runIdempotent(call, async () => {
@@ -111,19 +116,11 @@ describe('lease mode: a completion that cannot say what happened', () => {
     }).catch(() => undefined);
     await vi.advanceTimersByTimeAsync(3_000);
     expect(await slow).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
-    expect(charges).toBe(1);
+    expect(charges()).toBe(1);
   });
 
   it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, not a 409 whose retry gets a mismatch, when a call with another input took the key over', async () => {
-    const { storeClock } = fakeTime();
-    const store = memoryStore({ clock: storeClock });
-    let charges = 0;
-    const { options: call } = options(store, { leaseMs: 5_000 });
-    const slow = runIdempotent(call, async () => {
-      charges++;
-      await new Promise((resolve) => setTimeout(resolve, 8_000));
-      return 'A';
-    }).catch((error: unknown) => error);
+    const { call, slow, charges } = chargeOutlivingItsLease();
     await vi.advanceTimersByTimeAsync(6_000); // A's lease ran out
     // B, the same key with another amount, takes the key over and stores its result.
     await expect(runIdempotent({ ...call, input: { amount: 20 } }, async () => 'B')).resolves.toMatchObject({
@@ -133,7 +130,7 @@ describe('lease mode: a completion that cannot say what happened', () => {
     const error = await slow;
     expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
     expect((error as Error).message).toContain('a call with another input took the key over');
-    expect(charges).toBe(1);
+    expect(charges()).toBe(1);
   });
 
   it('answers at once, not at the end of the lease, when the completion fails for a reason that will not pass', async () => {
