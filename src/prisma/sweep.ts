@@ -31,13 +31,13 @@ export interface SweepOptions {
 export interface SweepProgress {
   batches: number;
   deleted: number;
-  /** Whether the last batch was full, so more expired records may remain. */
+  /** Whether the last batch found a full batch to delete, so more expired records may remain. */
   more: boolean;
 }
 
 /**
  * Deletes expired records in bounded batches and returns how many it deleted, then the durable
- * steps whose record is gone (not counted). A record still
+ * steps whose record is gone and that have expired too (not counted). A record still
  * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
  * Expiry and leases are judged by the database's clock, whatever this process's clock says.
  * Runs on any client with raw queries (`$executeRawUnsafe`); safe to run on several servers at
@@ -85,7 +85,7 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   return deleted;
 }
 
-/** Deletes the steps whose record is gone, in the same bounded batches (not counted). */
+/** Deletes the expired steps whose record is gone, in the same bounded batches (not counted). */
 async function sweepSteps(
   prisma: PrismaQueryable,
   provider: Provider,
