@@ -14,6 +14,7 @@ import { providerOfUrl } from 'idempotent-mutations/prisma';
 import superjson from 'superjson';
 import { defaultDatabaseUrl, openDatabase } from './shared/database.js';
 import { startFaultProxy } from './shared/fault-proxy.js';
+import { isMain } from './shared/is-main.js';
 import { type AppRouter, createServer as createPaymentsServer } from './trpc-payments/app.js';
 import { createOrderServer } from './yoga-orders/app.js';
 
@@ -195,7 +196,7 @@ function report(name: string, tally: Tally): string {
   ].join('\n');
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMain(import.meta.url)) {
   const started = performance.now();
   const { provider, trpc, yoga } = await runDemo();
   console.log(`idempotent-mutations demo on ${provider}\n`);

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import { idempotencyHeaders, idempotencyLink } from 'idempotent-mutations/client';
 import { defaultDatabaseUrl, openDatabase } from '../shared/database.js';
+import { isMain } from '../shared/is-main.js';
 import type { CheckoutRouter } from './app.js';
 
 export interface CheckoutScenario {
@@ -116,7 +117,7 @@ async function startServer(url: string, leaseMs: number, crashAfter?: string): P
   return { process: child, url: `http://127.0.0.1:${port}`, crashed: crash };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMain(import.meta.url)) {
   const tally = await runCheckoutScenario();
   console.log(tally);
   const once = tally.reserved === 1 && tally.charged === 1 && tally.receipts === 1;

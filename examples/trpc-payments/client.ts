@@ -6,6 +6,7 @@ import { Decimal } from '@prisma/client/runtime/client';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import { idempotencyHeaders, idempotencyLink } from 'idempotent-mutations/client';
 import superjson from 'superjson';
+import { isMain } from '../shared/is-main.js';
 import type { AppRouter } from './app.js';
 
 // The server's registration (app.ts), on this side of the wire: payments come back with Decimals.
@@ -34,7 +35,7 @@ export function createPaymentsClient(url: string, userId: string) {
 }
 // #endregion readme
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMain(import.meta.url)) {
   const client = createPaymentsClient(process.env.URL ?? 'http://127.0.0.1:3000', 'alice');
   const payment = await client.createPayment.mutate({ amount: '12.50', currency: 'EUR' });
   console.log('created', payment);

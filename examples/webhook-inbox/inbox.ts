@@ -21,7 +21,14 @@ export function createInbox(prisma: ExamplePrismaClient): Server {
     if (req.method !== 'POST' || !subscriber) return void res.writeHead(404).end();
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const message = JSON.parse(Buffer.concat(chunks).toString('utf8')) as WebhookMessage;
+    let message: WebhookMessage;
+    try {
+      message = JSON.parse(Buffer.concat(chunks).toString('utf8')) as WebhookMessage;
+    } catch {
+      // A body that is not JSON will not become JSON on redelivery: 400, never delivered again.
+      res.writeHead(400, { 'content-type': 'application/json' });
+      return void res.end(JSON.stringify({ error: 'INVALID_JSON' }));
+    }
     try {
       const { value, replayed } = await runIdempotent(
         {

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { openDatabase } from '../shared/database.js';
+import { isMain } from '../shared/is-main.js';
 import { createInbox, type WebhookMessage } from './inbox.js';
 
 export async function runWebhookInbox({ messages = 20, url }: { messages?: number; url?: string } = {}) {
@@ -44,7 +45,7 @@ export async function runWebhookInbox({ messages = 20, url }: { messages?: numbe
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMain(import.meta.url)) {
   const messages = 20;
   const { deliveries, replays, payments } = await runWebhookInbox({ messages });
   console.log(

@@ -3,6 +3,7 @@
 //
 //   npx tsx --conditions=source examples/yoga-orders/client.ts      (with the server running)
 import { idempotentFetch } from 'idempotent-mutations/client';
+import { isMain } from '../shared/is-main.js';
 
 // #region readme
 const fetchWithRetries = idempotentFetch(fetch, { retry: { attempts: 5 } });
@@ -26,6 +27,6 @@ export async function createOrder(url: string, userId: string, sku: string, quan
 }
 // #endregion readme
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMain(import.meta.url)) {
   console.log(await createOrder(process.env.URL ?? 'http://127.0.0.1:4000/graphql', 'alice', 'TEA-01', 2));
 }
