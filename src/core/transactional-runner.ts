@@ -59,6 +59,8 @@ export async function runInTransaction<T, Tx>(
     }
     tracking?.finish('claim');
     clearTimeout(waitTimer);
+    // Claimed or answered: a transaction run again (a write conflict) bounds its own claim's wait.
+    waitTimer = undefined;
     if ('answer' in claimed) return { kind: 'existing', answer: claimed.answer };
     const info = { ...request, firstSeenAt: claimed.firstSeenAt };
     let value: T;
