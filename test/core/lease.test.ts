@@ -5,6 +5,7 @@ import {
   IdempotencyKeyInProgressError,
   IdempotencyLeaseLostError,
   IdempotencyResultTooLargeError,
+  IdempotencyStoreUnavailableError,
   memoryStore,
   runIdempotent,
   type Store,
@@ -234,6 +235,30 @@ describe('runIdempotent in lease mode (memory store)', () => {
       expect(types()).toEqual(['claimed', 'completed', 'replayed']);
     },
   );
+
+  it('answers IDEMPOTENCY_OUTCOME_UNKNOWN when a step ran but its record could not be stored, and keeps the claim', async () => {
+    const { options, types } = leased();
+    const base = options.store;
+    const store: Store = {
+      ...base,
+      steps: {
+        ...base.steps!,
+        save: async () => {
+          throw new IdempotencyStoreUnavailableError('the database is down');
+        },
+      },
+    };
+    let charges = 0;
+    const error = await runIdempotent({ ...options, store }, async (_tx, { step }) =>
+      step!('charge', () => ++charges),
+    ).catch((e: unknown) => e);
+    // Not the store's 503, which a client would retry: the charge happened.
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
+    expect(charges).toBe(1);
+    // Its lease ends ('released'), but the claim stays, so a retry resumes rather than starting afresh.
+    expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
+    expect(await base.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+  });
 
   it('keeps a long resolver’s lease alive with a heartbeat', async () => {
     const { options, types } = leased({ leaseMs: 300, heartbeatMs: 50 });

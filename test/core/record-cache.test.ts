@@ -79,6 +79,29 @@ describe('withLocalCache', () => {
     expect(reads.count).toBe(before + 1);
   });
 
+  it('ends a record it read (completed by another server) when the record ends, timed from when the read was sent', async () => {
+    const { store, reads, clock, travel } = countedStore();
+    await call(store, 'k', { ttlMs: 1_000 }); // completed by another server
+    travel(400);
+    // The read takes 100 ms by this process's clock: the record's 600 ms count from its sending.
+    const slowReads: Store<undefined> = Object.assign(Object.create(store) as Store<undefined>, {
+      async find(scope: string, key: string) {
+        const record = await store.find(scope, key);
+        travel(100);
+        return record;
+      },
+    });
+    const cached = withLocalCache(slowReads, { max: 10, clock });
+    expect((await cached.find('alice', 'k'))?.liveForMs).toBe(600);
+    const before = reads.count;
+    travel(499); // 599 ms after the read was sent
+    expect((await cached.find('alice', 'k'))?.liveForMs).toBe(1);
+    expect(reads.count).toBe(before);
+    travel(1); // the record has expired: the store answers, not the cache
+    expect((await cached.find('alice', 'k'))?.liveForMs).toBeLessThanOrEqual(0);
+    expect(reads.count).toBe(before + 1);
+  });
+
   it('is bounded in bytes: least recently used go first, and a record too large is not kept', async () => {
     const { store, reads, clock } = countedStore();
     const result = 'x'.repeat(1_000);

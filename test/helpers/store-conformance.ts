@@ -323,6 +323,25 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(types().sort()).toEqual(['claimed', 'completed', 'replayed']);
       });
 
+      it('never lets a transactional call of the key run while its lease runs, even as a first attempt from another server', async () => {
+        const { options } = call(uniqueScope(), 'lease', { leaseMs: 20_000 });
+        const { first, release } = await runningCall(options);
+        const resolver = vi.fn(async () => 'twice');
+        const transactional = {
+          ...options,
+          store: onAnotherServer(options.store),
+          mode: 'transactional' as const,
+          firstAttempt: true,
+          waitTimeoutMs: 30,
+        };
+        await expect(runIdempotent(transactional, resolver)).rejects.toBeInstanceOf(
+          IdempotencyKeyInProgressError,
+        );
+        release();
+        await expect(first).resolves.toMatchObject({ value: 'done', replayed: false });
+        expect(resolver).not.toHaveBeenCalled();
+      });
+
       it('never lets a caller whose clock is ahead take over a lease that is still running', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, 'lease', { leaseMs: 30_000 });
