@@ -41,10 +41,13 @@ export function decide(record: StoredRecord | null, request: RecordRequest): Dec
 
 /** The error for a `foreign` record: the table's key columns are misconfigured. */
 export function foreignRecordError(record: StoredRecord, request: RecordRequest): Error {
+  // Which one differs, not their values: the message reaches logs and traces, where neither a
+  // scope (a user) nor a raw key belongs.
+  const which = record.scope === request.scope ? 'key' : 'scope';
   return new Error(
-    `The idempotency store returned the record of (${JSON.stringify(record.scope)}, ${JSON.stringify(record.key)}) ` +
-      `for (${JSON.stringify(request.scope)}, ${JSON.stringify(request.key)}): its scope and key columns compare ` +
-      'case- or accent-insensitively, so two callers could share records. Give them a binary collation ' +
-      '(utf8mb4_bin on MySQL/MariaDB, as the shipped migration does).',
+    `The idempotency store returned the record of another ${which}, equal to this request's but for ` +
+      'case or accents: its scope and key columns compare case- or accent-insensitively, so two callers ' +
+      'could share records. Give them a binary collation (utf8mb4_bin on MySQL/MariaDB, as the shipped ' +
+      'migration does).',
   );
 }

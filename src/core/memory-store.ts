@@ -114,7 +114,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       const staged = new Map<string, Kept>();
       const stagedRecord = (scope: string, key: string) => {
         const record = staged.get(idOf(scope, key));
-        if (!record) throw new Error(`No claim of (${scope}, ${key}) in this transaction`);
+        if (!record) throw new Error('No claim of this key in this transaction');
         return record;
       };
       try {

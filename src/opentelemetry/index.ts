@@ -15,11 +15,13 @@ import {
   type MeterProvider,
   metrics,
   ProxyTracerProvider,
+  type Span,
   SpanKind,
   SpanStatusCode,
   type TracerProvider,
   trace,
 } from '@opentelemetry/api';
+import { isIdempotencyError } from '../core/errors.js';
 import type {
   CallObserver,
   IdempotencyPhase,
@@ -96,6 +98,10 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
   const { recordScope = false, tracerProvider } = options;
   const tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION);
   const instruments = instrumentsOf(options);
+  // The stuck-records gauge is observed at each collection, traffic or not (a server restarting
+  // after a crash has stuck records and no calls yet): register it now, where a provider is there
+  // (given, or registered globally before this call); otherwise at the first call or sweep.
+  if (options.stuckRecords) instruments();
 
   const observe: ObserveCall = (call) => {
     const measure = instruments();
@@ -136,10 +142,7 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
         if (resultBytes !== undefined) measure.resultSize.record(resultBytes, common);
         if (recording) {
           span.setAttributes({ ...attributes, [ATTR_TX_RETRIES]: txRetries });
-          if (error !== undefined) {
-            if (error instanceof Error) span.recordException(error);
-            span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
-          }
+          if (error !== undefined) recordError(span, error);
         }
         span.end();
       },
@@ -166,8 +169,7 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
       } catch (error) {
         if (stepSpan.isRecording()) {
           stepSpan.setAttributes(errorAttributes(error));
-          if (error instanceof Error) stepSpan.recordException(error);
-          stepSpan.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
+          recordError(stepSpan, error);
         }
         throw error;
       } finally {
@@ -284,4 +286,19 @@ function errorAttributes(error: unknown): Attributes {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The exception and the `ERROR` status. This library's own errors are recorded by name and code
+ * only: some messages name the scope and the raw key (a record that came back for another key,
+ * a claim that cannot be read back), which a span must not carry without `recordScope`.
+ */
+function recordError(span: Span, error: unknown): void {
+  if (isIdempotencyError(error)) {
+    span.recordException({ name: error.name, message: error.code, code: error.code });
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error.code });
+    return;
+  }
+  if (error instanceof Error) span.recordException(error);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
 }

@@ -206,7 +206,7 @@ export function prismaStore<Client extends PrismaClientLike>(
           const existing = await committed((client) => recordOf(client, statements.find(scope, key)));
           if (existing) return { claimed: false, existing };
         }
-        throw new Error(`Could not claim the idempotency key (${scope}, ${key}): it keeps disappearing`);
+        throw new Error('Could not claim the idempotency key: its record keeps disappearing');
       },
       extend: (owner, leaseMs) => changed(statements.leaseExtend(owner, leaseMs)),
       complete: (completion) =>
@@ -268,20 +268,19 @@ export function prismaStore<Client extends PrismaClientLike>(
         // (MySQL's INSERT IGNORE truncates with a warning instead of failing), or it compares
         // case- or accent-insensitively and holds another caller's key.
         throw new Error(
-          `Cannot claim (${scope}, ${key}): a row conflicts but cannot be read back; are the idempotency_records columns narrower than the scope, key or operation, or not of a binary collation?`,
+          `Cannot claim the idempotency key: a row conflicts but cannot be read back; are the idempotency_records columns narrower than the scope, key or operation, or not of a binary collation?`,
         );
       },
       async takeOver(claim) {
         const firstSeenAt = await createdAt(tx, statements.takeOver(claim), claim.scope, claim.key);
-        if (!firstSeenAt)
-          throw new Error(`The record of (${claim.scope}, ${claim.key}) to take over is gone`);
+        if (!firstSeenAt) throw new Error('The idempotency record to take over is gone');
         return firstSeenAt;
       },
       async complete(completion) {
         const { scope, key } = completion;
         const completed = await completedTimes(tx, statements.complete(completion), scope, key);
         // Throwing rolls the resolver's writes back with the claim: never an effect without its record.
-        if (!completed) throw new Error(`The claim of (${scope}, ${key}) was not found to store its result`);
+        if (!completed) throw new Error('The idempotency claim was not found to store its result');
         return completed;
       },
     };

@@ -252,6 +252,31 @@ describe('idempotencyTelemetry on the memory store', () => {
     expect((await points(METRIC_STUCK_RECORDS))[0]?.value).toBe(3);
   });
 
+  it('reports stuck records from the first collection, before any call or sweep (a server just restarted)', async () => {
+    const { points } = setup({ stuckRecords: async () => 4 });
+    expect((await points(METRIC_STUCK_RECORDS))[0]?.value).toBe(4);
+  });
+
+  it('writes neither the raw key nor the scope on the span when its error message names them', async () => {
+    const { call, spans } = setup();
+    // A store whose key column compares case-insensitively: it returns another key's record.
+    const store: Store = { ...call.store, find: (scope, key) => call.store.find(scope, key.toUpperCase()) };
+    const scoped = { ...call, store, scope: 'alice@example.com' };
+    await runIdempotent({ ...scoped, key: 'SECRET-KEY-42' }, async () => 1);
+    await expect(runIdempotent({ ...scoped, key: 'secret-key-42' }, async () => 2)).rejects.toThrow(
+      'the record of another key',
+    );
+    const failed = spans().at(-1)!;
+    expect(failed.status.code).toBe(SpanStatusCode.ERROR);
+    const written = JSON.stringify({
+      attributes: failed.attributes,
+      status: failed.status,
+      events: failed.events,
+    });
+    expect(written).not.toContain('secret-key-42');
+    expect(written).not.toContain('alice@example.com');
+  });
+
   it('never lets a throwing observer change the outcome', async () => {
     const { call } = setup();
     const observe = () => ({
