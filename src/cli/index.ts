@@ -120,12 +120,18 @@ withDatabaseOptions(
 ).action((options: DatabaseOptions & { batchSize: number; maxBatches?: number; progress: boolean }) =>
   withDatabase(options, async ({ db, provider, table }) => {
     const stopping = new AbortController();
-    const interrupt = () => {
-      if (stopping.signal.aborted) process.exit(130);
+    // Ctrl-C, or a service manager stopping it (systemd, a container's stop): the same clean stop,
+    // exiting 128 + the signal's number; a second signal ends it at once.
+    let exitCode = 130;
+    const interrupt = (signal: NodeJS.Signals) => {
+      const code = signal === 'SIGTERM' ? 143 : 130;
+      if (stopping.signal.aborted) process.exit(code);
+      exitCode = code;
       stopping.abort();
       process.stderr.write('Stopping after the current batch…\n');
     };
     process.on('SIGINT', interrupt);
+    process.on('SIGTERM', interrupt);
     const progress = options.progress ? progressLine() : undefined;
     let batches = 0;
     try {
@@ -142,13 +148,14 @@ withDatabaseOptions(
       });
       progress?.end();
       const interrupted = stopping.signal.aborted;
-      if (interrupted) process.exitCode = 130;
+      if (interrupted) process.exitCode = exitCode;
       if (options.json) return print({ deleted, batches, interrupted });
       print(
         `Deleted ${count(deleted, 'expired record')} in ${count(batches, 'batch', 'batches')}${interrupted ? ' (interrupted)' : ''}.`,
       );
     } finally {
       process.off('SIGINT', interrupt);
+      process.off('SIGTERM', interrupt);
     }
   }),
 );

@@ -292,55 +292,61 @@ describe('the idempotent-mutations CLI on every SQLite timestamp format', () => 
 });
 
 describe('the idempotent-mutations CLI interrupted', () => {
-  it('stops a sweep after the batch in flight on Ctrl-C, says so and exits 130', async () => {
-    const isolated = await isolatedDatabase(databases[0]!);
-    const prisma = await connect(isolated.db);
-    try {
-      const rows = Array.from({ length: 30_000 }, (_, i) => ({
-        scope: 'u',
-        key: `k-${i}`,
-        expiresAt: hourAgo(),
-      }));
-      await insertRecords(prisma, 'sqlite', rows);
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          'src/cli/index.ts',
-          'sweep',
-          '--batch-size',
-          '1',
-          '--database-url',
-          isolated.db.url!,
-        ],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk) => (stdout += chunk));
-      let interrupted = false;
-      child.stderr.on('data', (chunk) => {
-        stderr += chunk;
-        // One Ctrl-C: a second one, once the sweep has finished, would meet no handler and kill it.
-        if (!interrupted && stderr.includes('Sweeping:')) {
-          interrupted = true;
-          child.kill('SIGINT');
-        }
-      });
-      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-      expect(code).toBe(130);
-      expect(stderr).toContain('Stopping after the current batch');
-      const deleted = Number(
-        /^Deleted (\d+) expired records in \d+ batches \(interrupted\)\.$/m.exec(stdout)?.[1],
-      );
-      expect(deleted).toBeGreaterThan(0);
-      expect(await countRecords(prisma, 'sqlite', 'u')).toBe(30_000 - deleted);
-    } finally {
-      await prisma.$disconnect();
-      await isolated.drop();
-    }
-  });
+  it.each([
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const)(
+    'stops a sweep after the batch in flight on %s, says so and exits %i',
+    async (signal, exitCode) => {
+      const isolated = await isolatedDatabase(databases[0]!);
+      const prisma = await connect(isolated.db);
+      try {
+        const rows = Array.from({ length: 30_000 }, (_, i) => ({
+          scope: 'u',
+          key: `k-${i}`,
+          expiresAt: hourAgo(),
+        }));
+        await insertRecords(prisma, 'sqlite', rows);
+        const child = spawn(
+          process.execPath,
+          [
+            '--import',
+            'tsx',
+            'src/cli/index.ts',
+            'sweep',
+            '--batch-size',
+            '1',
+            '--database-url',
+            isolated.db.url!,
+          ],
+          { stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (chunk) => (stdout += chunk));
+        let interrupted = false;
+        child.stderr.on('data', (chunk) => {
+          stderr += chunk;
+          // One Ctrl-C: a second one, once the sweep has finished, would meet no handler and kill it.
+          if (!interrupted && stderr.includes('Sweeping:')) {
+            interrupted = true;
+            child.kill(signal);
+          }
+        });
+        const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+        expect(code).toBe(exitCode);
+        expect(stderr).toContain('Stopping after the current batch');
+        const deleted = Number(
+          /^Deleted (\d+) expired records in \d+ batches \(interrupted\)\.$/m.exec(stdout)?.[1],
+        );
+        expect(deleted).toBeGreaterThan(0);
+        expect(await countRecords(prisma, 'sqlite', 'u')).toBe(30_000 - deleted);
+      } finally {
+        await prisma.$disconnect();
+        await isolated.drop();
+      }
+    },
+  );
 });
 
 describe('the idempotent-mutations CLI on bad input', () => {
