@@ -253,6 +253,8 @@ export async function privateMariaDb(): Promise<PrivateServer> {
     '--max-connections=50',
   ];
   const start = async () => {
+    // Already running: done (a second mariadbd would exit on the lock of the first's files).
+    if (child && !exited(child) && (await accepts(port))) return;
     const started = spawn(server, args, { stdio: 'ignore', detached: true });
     started.unref();
     child = started;
