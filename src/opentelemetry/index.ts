@@ -90,9 +90,9 @@ export interface IdempotencyTelemetry {
  * spans the store and the resolver make (Prisma's, your own): the call runs in its context.
  * Span events mark the phases (`idempotency.wait.start` … `idempotency.store.end`), errors set
  * the span's status. Each step of a lease-mode call (`step(name, fn)`) gets a span
- * `idempotency step <name>`, the parent of the spans its `fn` makes. With no OpenTelemetry SDK registered (neither a tracer nor a meter provider),
- * `observe` returns `undefined` and calls run as if it were unset; the key is hashed only for a
- * recording span.
+ * `idempotency step <name>`, the parent of the spans its `fn` makes. With no OpenTelemetry SDK
+ * registered (neither a tracer nor a meter provider), `observe` returns `undefined` and calls run
+ * as if it were unset; the key is hashed only for a recording span.
  */
 export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}): IdempotencyTelemetry {
   const { recordScope = false, tracerProvider } = options;
@@ -150,7 +150,7 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
     // The store's and the resolver's spans become the call span's children.
     if (traced) {
       observer.around = (run) => context.with(trace.setSpan(parent, span), run);
-      observer.step = (step, run) => traceStep(step, run);
+      observer.step = traceStep;
     }
     return observer;
 

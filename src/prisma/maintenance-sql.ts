@@ -7,6 +7,7 @@
 import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
 import { RECORDS_TABLE } from './records-table.js';
+import { oneOfKeys, raw, type Sql, sql } from './sql.js';
 
 /**
  * What the sweeper deletes: expired, and not a lease still running (an `IN_PROGRESS` record whose
@@ -46,7 +47,8 @@ const SQLITE_EXPIRED_RANGES =
 
 /**
  * Deletes at most `batchSize` sweepable records of `table` (SQL, see `recordsTable`) in one short
- * statement (MySQL/MariaDB: selects them, for `sweepBatchDelete`). `batchSize` is written into the SQL (a validated integer): not every driver binds `LIMIT ?`.
+ * statement (MySQL/MariaDB: selects them, for `sweepBatchDelete`). `batchSize` is written into the
+ * SQL (a validated integer): not every driver binds `LIMIT ?`.
  */
 export function sweepStatement(provider: Provider, batchSize: number, table = RECORDS_TABLE): string {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
@@ -79,13 +81,12 @@ export function sweepStatement(provider: Provider, batchSize: number, table = RE
 export function sweepBatchDelete(
   table: string,
   keys: readonly { scope: string; idempotency_key: string }[],
-): { text: string; values: string[] } {
-  const exact = ' COLLATE utf8mb4_bin';
-  const pairs = keys.map(() => `(scope = ?${exact} AND idempotency_key = ?${exact})`).join(' OR ');
-  return {
-    text: `DELETE FROM ${table} WHERE (${pairs}) AND ${sweepable('mysql')}`,
-    values: keys.flatMap((key) => [key.scope, key.idempotency_key]),
-  };
+): Sql {
+  const batch = oneOfKeys(
+    'mysql',
+    keys.map((row) => ({ scope: row.scope, key: row.idempotency_key })),
+  );
+  return sql`DELETE FROM ${raw(table)} WHERE (${batch}) AND ${raw(sweepable('mysql'))}`;
 }
 
 /**

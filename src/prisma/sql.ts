@@ -33,6 +33,18 @@ export function raw(text: string, values: readonly unknown[] = []): Sql {
   return { text, values };
 }
 
+/**
+ * Rows whose `(scope, idempotency_key)` is one of `keys`, compared byte for byte on MySQL/MariaDB
+ * (whatever the table's collation); `1 = 0` for none.
+ */
+export function oneOfKeys(provider: Provider, keys: readonly { scope: string; key: string }[]): Sql {
+  if (keys.length === 0) return raw('1 = 0');
+  const exact = raw(provider === 'mysql' ? ' COLLATE utf8mb4_bin' : '');
+  return keys
+    .map(({ scope, key }) => sql`(scope = ${scope}${exact} AND idempotency_key = ${key}${exact})`)
+    .reduce((all, one) => sql`${all} OR ${one}`);
+}
+
 function isSql(value: unknown): value is Sql {
   return (
     typeof value === 'object' &&

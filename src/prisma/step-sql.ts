@@ -1,7 +1,7 @@
 import type { LeaseOwner, StepWrite } from '../core/store.js';
 import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
-import { raw, type Sql, sql } from './sql.js';
+import { oneOfKeys, raw, type Sql, sql } from './sql.js';
 
 /** The tables steps are kept in and fenced against. */
 export interface StepTables {
@@ -99,11 +99,5 @@ export function stepsOfRecords(
   tables: StepTables = {},
 ): Sql {
   const steps = raw(tables.steps ?? 'idempotency_steps');
-  const exact = raw(provider === 'mysql' ? ' COLLATE utf8mb4_bin' : '');
-  const any = records.map(
-    ({ scope, key }, i) =>
-      sql`${raw(i === 0 ? '' : ' OR ')}(scope = ${scope}${exact} AND idempotency_key = ${key}${exact})`,
-  );
-  const matches = any.reduce((all, one) => sql`${all}${one}`, raw(''));
-  return sql`SELECT scope, idempotency_key, name FROM ${steps} WHERE ${records.length ? matches : raw('1 = 0')} ORDER BY scope, idempotency_key, ordinal`;
+  return sql`SELECT scope, idempotency_key, name FROM ${steps} WHERE ${oneOfKeys(provider, records)} ORDER BY scope, idempotency_key, ordinal`;
 }
