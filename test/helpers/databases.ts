@@ -51,6 +51,17 @@ export function describeEachDatabase(title: string, suite: (db: TestDatabase) =>
   }
 }
 
+/**
+ * `describeEachDatabase` for PostgreSQL and MariaDB only: behaviour between concurrent
+ * transactions, which SQLite's one writer never has.
+ */
+export function describeEachServerDatabase(title: string, suite: (db: TestDatabase) => void): void {
+  for (const db of databases) {
+    if (db.provider === 'sqlite') continue;
+    (db.url ? describe : describe.skip)(`${title} on ${db.name}`, () => suite(db));
+  }
+}
+
 /** A scope nobody else uses, so suites can share a database. */
 export function uniqueScope(label = 'user'): string {
   return `${label}-${randomUUID()}`;

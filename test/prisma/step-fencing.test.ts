@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { prismaStore } from '../../src/prisma/index.js';
-import { connect, databases, type TestDatabase, uniqueScope } from '../helpers/databases.js';
+import { connect, describeEachServerDatabase, type TestDatabase, uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
 import { insertSteps } from '../helpers/records.js';
 
@@ -14,11 +14,7 @@ const FINGERPRINT = 'f'.repeat(64);
  * write waits for the takeover and then sees it.
  */
 // SQLite has one writer: no takeover can be pending while a step is written.
-for (const db of databases.filter((db) => db.provider !== 'sqlite')) {
-  (db.url ? describe : describe.skip)(`step writes of a stale owner, at READ COMMITTED, on ${db.name}`, () =>
-    staleOwnerSuite(db),
-  );
-}
+describeEachServerDatabase('step writes of a stale owner, at READ COMMITTED', staleOwnerSuite);
 
 function staleOwnerSuite(db: TestDatabase) {
   // Collected even when skipped (no URL): the URL is only read when there is one.

@@ -1,16 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { prismaStore, sweepExpired } from '../../src/prisma/index.js';
-import { connect, databases, type TestDatabase, uniqueScope } from '../helpers/databases.js';
+import { connect, describeEachServerDatabase, type TestDatabase, uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
 
 const FINGERPRINT = 'f'.repeat(64);
 
 // SQLite has one writer: a sweep and a running transaction never overlap there.
-for (const db of databases.filter((db) => db.provider !== 'sqlite')) {
-  (db.url ? describe : describe.skip)(`the sweeper next to a running takeover, on ${db.name}`, () =>
-    sweepNextToTakeover(db),
-  );
-}
+describeEachServerDatabase('the sweeper next to a running takeover', sweepNextToTakeover);
 
 function sweepNextToTakeover(db: TestDatabase) {
   let prisma: Awaited<ReturnType<typeof connect>>;
