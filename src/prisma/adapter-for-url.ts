@@ -1,6 +1,7 @@
 import type { PoolConfig } from 'pg';
 import type { Provider } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './database-errors.js';
+import { directStatements } from './direct-statements.js';
 import { lazyBegin, type PgClientClass } from './lazy-begin.js';
 import { redact } from './redact.js';
 import { idempotencyStatementNames } from './sql.js';
@@ -58,6 +59,13 @@ export interface AdapterForUrlOptions {
    * @default true
    */
   preparedStatements?: boolean | undefined;
+  /**
+   * Let the store send its statements in a transaction straight through the driver adapter
+   * (`directStatements`); `false` keeps them on the client, where Prisma's query log, tracing and
+   * extensions see them.
+   * @default true
+   */
+  directStatements?: boolean | undefined;
 }
 
 /**
@@ -67,13 +75,19 @@ export interface AdapterForUrlOptions {
  * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option; its connections
  * pipeline and send each transaction's `BEGIN` with its first statement, see `lazyBegin`, and
  * prepare this library's statements once, see `idempotencyStatementNames`),
- * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`.
+ * `@prisma/adapter-mariadb` for `mysql://`/`mariadb://`; each wrapped by `directStatements` (unless
+ * `directStatements: false`), so the store's own statements in a transaction skip Prisma's client runtime.
  * The adapter packages are optional peer dependencies, loaded only when their scheme is used.
  */
 export async function adapterForUrl(
   url: string,
   options: AdapterForUrlOptions = {},
 ): Promise<DriverAdapterFactory> {
+  const factory = await driverAdapterFor(url, options);
+  return (options.directStatements ?? true) ? directStatements(factory) : factory;
+}
+
+async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Promise<DriverAdapterFactory> {
   switch (providerOfUrl(url)) {
     case 'sqlite': {
       const { PrismaBetterSqlite3 } = await importAdapter<typeof import('@prisma/adapter-better-sqlite3')>(

@@ -1,5 +1,6 @@
 import { IdempotencyStoreUnavailableError, IdempotencyTransactionExpiredError } from '../core/errors.js';
 import type { PrismaClientLike, PrismaQueryable, PrismaTransactionOptions, Provider } from './client.js';
+import { DirectStatementError, TransactionClosedError } from './direct-statements.js';
 
 /**
  * An error and what it wraps, depth first: Prisma puts a driver adapter's error under
@@ -26,9 +27,10 @@ function* chainOf(error: unknown, depth = 0): Generator<Record<string, unknown>>
   for (const inner of wrapped) if (inner !== node) yield* chainOf(inner, depth + 1);
 }
 
-/** An error of Prisma's client or of a driver adapter beneath it. */
+/** An error of Prisma's client or of a driver adapter beneath it (`directStatements`' included). */
 export function isPrismaError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
+  if (error instanceof DirectStatementError) return true;
   const { clientVersion } = error as { clientVersion?: unknown };
   return typeof clientVersion === 'string' || error.name === 'DriverAdapterError';
 }
@@ -104,7 +106,9 @@ export function isBusy(error: unknown): boolean {
  * ("Transaction already closed", "Transaction not found"). Prisma rolled it back; nothing committed.
  */
 export function isExpiredTransaction(error: unknown): boolean {
-  for (const { code, message } of chainOf(error)) {
+  for (const node of chainOf(error)) {
+    if (node instanceof TransactionClosedError) return true;
+    const { code, message } = node;
     if (code !== 'P2028') continue;
     const text = String(message);
     // "Unable to start a transaction in the given time" is a connection wait (see isConnectionError).

@@ -21,6 +21,7 @@ export {
   isWriteConflict,
   SQLITE_BUSY_TIMEOUT_MS,
 } from './database-errors.js';
+export { directStatements } from './direct-statements.js';
 export { lazyBegin, type PgClientClass } from './lazy-begin.js';
 export { idempotencyStatementNames } from './sql.js';
 export {

@@ -25,6 +25,7 @@ import {
   standalone,
   unavailableOnConnectionError,
 } from './database-errors.js';
+import { openTransaction } from './direct-statements.js';
 import { recordStatements } from './record-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { toDate, toRecord } from './row.js';
@@ -140,20 +141,7 @@ export function prismaStore<Client extends PrismaClientLike>(
       return unavailableOnConnectionError(() => recordOf(reader, statements.find(scope, key)));
     },
 
-    transaction(work) {
-      return retryingTransaction(
-        (inside) =>
-          prisma.$transaction(
-            (tx: Tx & PrismaQueryable) =>
-              inside(
-                () => work(sessionOf(tx)),
-                () => abortedByDatabase(tx, provider),
-              ),
-            transactionOptions,
-          ),
-        { maxRetries, busyWaitMs: transactionOptions.maxWait },
-      );
-    },
+    transaction: (work) => interactive((tx, own) => work(sessionOf(tx, own)), { askIfAborted: true }),
 
     lease: leaseOperations(),
     steps: stepOperations(),
@@ -177,6 +165,32 @@ export function prismaStore<Client extends PrismaClientLike>(
         `The idempotency ${scope.endsWith(' ') ? 'scope' : 'key'} ends in a space, which MySQL's utf8mb4_bin collation ignores in comparisons: it would share another's records`,
       );
     }
+  }
+
+  /**
+   * Runs `work` in one interactive transaction, again after a write conflict (see
+   * `retryingTransaction`; `askIfAborted`: whether the database aborted it when the work fails with
+   * an error of its own). `own` is where the store's own statements go: straight to the driver
+   * adapter's transaction when the client's adapter lets them (`directStatements`), else `tx`.
+   */
+  function interactive<T>(
+    work: (tx: Tx & PrismaQueryable, own: PrismaQueryable) => Promise<T>,
+    { askIfAborted = false } = {},
+  ): Promise<T> {
+    return retryingTransaction(
+      (inside) =>
+        openTransaction((opening) =>
+          prisma.$transaction(
+            (tx: Tx & PrismaQueryable) =>
+              inside(
+                () => work(tx, opening.direct ? queryableOf(opening.direct) : tx),
+                askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
+              ),
+            transactionOptions,
+          ),
+        ),
+      { maxRetries, busyWaitMs: transactionOptions.maxWait },
+    );
   }
 
   /** Runs one lease step so that it commits on its own (see `standalone`). */
@@ -239,28 +253,23 @@ export function prismaStore<Client extends PrismaClientLike>(
         await committed((client) => changes(client, steps.clear(owner)));
       },
       transaction: (work) =>
-        retryingTransaction(
-          (inside) =>
-            prisma.$transaction(
-              (tx: Tx & PrismaQueryable) =>
-                inside(() => work({ tx, save: async (step) => (await changes(tx, steps.save(step))) > 0 })),
-              transactionOptions,
-            ),
-          { maxRetries, busyWaitMs: transactionOptions.maxWait },
+        interactive((tx, own) =>
+          work({ tx, save: async (step) => (await changes(own, steps.save(step))) > 0 }),
         ),
     };
   }
 
-  function sessionOf(tx: Tx & PrismaQueryable): TransactionSession<Tx> {
+  /** The claim's transaction: `tx` for the resolver, `own` for the store's statements. */
+  function sessionOf(tx: Tx, own: PrismaQueryable): TransactionSession<Tx> {
     return {
       tx,
       async claim(claim) {
         const { scope, key } = claim;
         storable(scope, key);
         for (let attempt = 0; attempt < 3; attempt++) {
-          const firstSeenAt = await createdAt(tx, statements.claim(claim), scope, key);
+          const firstSeenAt = await createdAt(own, statements.claim(claim), scope, key);
           if (firstSeenAt) return { claimed: true, firstSeenAt, tookOver: false };
-          const existing = await recordOf(tx, statements.findLocked(scope, key));
+          const existing = await recordOf(own, statements.findLocked(scope, key));
           if (existing) return { claimed: false, existing };
           // Gone between the two statements (swept, or its lease released): claim again.
         }
@@ -272,13 +281,13 @@ export function prismaStore<Client extends PrismaClientLike>(
         );
       },
       async takeOver(claim) {
-        const firstSeenAt = await createdAt(tx, statements.takeOver(claim), claim.scope, claim.key);
+        const firstSeenAt = await createdAt(own, statements.takeOver(claim), claim.scope, claim.key);
         if (!firstSeenAt) throw new Error('The idempotency record to take over is gone');
         return firstSeenAt;
       },
       async complete(completion) {
         const { scope, key } = completion;
-        const completed = await completedTimes(tx, statements.complete(completion), scope, key);
+        const completed = await completedTimes(own, statements.complete(completion), scope, key);
         // Throwing rolls the resolver's writes back with the claim: never an effect without its record.
         if (!completed) throw new Error('The idempotency claim was not found to store its result');
         return completed;

@@ -3,7 +3,7 @@ import { describe } from 'vitest';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../../generated/postgresql/client.js';
 import { PrismaClient as SqliteClient } from '../../generated/sqlite/client.js';
-import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
+import { type AdapterForUrlOptions, adapterForUrl } from '../../src/prisma/adapter-for-url.js';
 
 /** One database the store suites run against. */
 export interface TestDatabase {
@@ -33,7 +33,7 @@ export type TestPrismaClient = SqliteClient | PostgresClient | MysqlClient;
 const clients = { sqlite: SqliteClient, postgresql: PostgresClient, mysql: MysqlClient } as const;
 
 /** Connects a generated client to `db`; SQLite files are migrated on first use. */
-export async function connect(db: TestDatabase): Promise<SqliteClient> {
+export async function connect(db: TestDatabase, options?: AdapterForUrlOptions): Promise<SqliteClient> {
   if (!db.url) throw new Error(`${db.name} is not configured`);
   if (db.provider === 'sqlite') {
     const { migrate } = await import('../../scripts/migrate.js');
@@ -41,7 +41,7 @@ export async function connect(db: TestDatabase): Promise<SqliteClient> {
   }
   const Client = clients[db.provider] as unknown as typeof SqliteClient;
   // The three generated clients have the same models; one type keeps the tests readable.
-  return new Client({ adapter: (await adapterForUrl(db.url)) as never }) as unknown as SqliteClient;
+  return new Client({ adapter: (await adapterForUrl(db.url, options)) as never }) as unknown as SqliteClient;
 }
 
 /** `describe` once per database; unconfigured ones are reported as skipped. */

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient } from '../../generated/postgresql/client.js';
 import { runIdempotent } from '../../src/index.js';
-import { prismaStore } from '../../src/prisma/index.js';
+import { directStatements, prismaStore } from '../../src/prisma/index.js';
 import { uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
 import { recordedAdapter } from '../helpers/recorded-adapter.js';
@@ -20,7 +20,7 @@ const url = process.env.TEST_POSTGRES_URL;
  */
 (url ? describe : describe.skip)('statements per path on PostgreSQL', () => {
   /** A client whose every query, on every pooled connection, is written down. */
-  function countedClient() {
+  function countedClient({ direct = false } = {}) {
     const sent: string[] = [];
     const pool = new pg.Pool({ connectionString: url, max: 4 });
     pool.on('connect', (connection) => {
@@ -31,7 +31,8 @@ const url = process.env.TEST_POSTGRES_URL;
         return query(...args);
       };
     });
-    const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+    const adapter = new PrismaPg(pool);
+    const prisma = new PrismaClient({ adapter: direct ? directStatements(adapter) : adapter });
     return { prisma, sent, pool };
   }
 
@@ -105,6 +106,31 @@ const url = process.env.TEST_POSTGRES_URL;
     expect(sent).toEqual(['BEGIN', CLAIM, `${FIND} FOR UPDATE`, 'COMMIT']);
     expect(replay).toEqual({ ...first, replayed: true });
     expect(await one.prisma.payment.count({ where: { userId: scope } })).toBe(1);
+  });
+
+  it('the same statements when they skip Prisma’s client runtime (directStatements)', async () => {
+    const direct = countedClient({ direct: true });
+    try {
+      const scope = uniqueScope();
+      const store = prismaStore(direct.prisma);
+      const call = (firstAttempt: boolean) =>
+        runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, firstAttempt }, pay(scope));
+      let first: Awaited<ReturnType<typeof call>> | undefined;
+      expect(
+        await counted(direct, async () => {
+          first = await call(true);
+        }),
+      ).toEqual(['BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
+      let replay: Awaited<ReturnType<typeof call>> | undefined;
+      expect(
+        await counted(direct, async () => {
+          replay = await call(true);
+        }),
+      ).toEqual(['BEGIN', CLAIM, `${FIND} FOR UPDATE`, 'COMMIT']);
+      expect(replay).toEqual({ ...first, replayed: true });
+    } finally {
+      await direct.prisma.$disconnect();
+    }
   });
 
   it('replay: one read', async () => {

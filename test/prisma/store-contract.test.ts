@@ -7,25 +7,31 @@ import { runStoreConformance } from '../helpers/store-conformance.js';
 
 describeEachDatabase('prismaStore', (db) => {
   let prisma: Awaited<ReturnType<typeof connect>>;
+  let throughClient: Awaited<ReturnType<typeof connect>>;
   let adapter: RecordedAdapter;
   beforeAll(async () => {
     prisma = await connect(db);
+    throughClient = await connect(db, { directStatements: false });
     adapter = await connectRecordedAdapter(db.url!);
   });
   afterAll(async () => {
     await adapter?.reads.dispose();
     await prisma?.$disconnect();
+    await throughClient?.$disconnect();
   });
 
   // A store a call: each plays another server on the same database. Time passes for a scope's
-  // records and steps as the database sees it (their stored times move back).
-  runStoreConformance(db.name, () => ({
-    store: () => prismaStore(prisma) as PrismaStore<unknown>,
-    travel: recordTravel(prisma, db.provider),
+  // records and steps as the database sees it (their stored times move back). Every statement goes
+  // through the Prisma client, as with a driver adapter not wrapped by `directStatements`.
+  runStoreConformance(`${db.name}, every statement through the client`, () => ({
+    store: () => prismaStore(throughClient) as PrismaStore<unknown>,
+    travel: recordTravel(throughClient, db.provider),
   }));
 
-  // The same contract with the reads outside transactions sent straight through a driver adapter.
-  runStoreConformance(`${db.name}, reads through a driver adapter`, () => ({
+  // The same contract as `adapterForUrl` sets it up: the store's statements in a transaction go
+  // straight through the driver adapter's transaction (`directStatements`), and here the reads
+  // outside transactions through a driver adapter of their own.
+  runStoreConformance(`${db.name}, reads and statements in a transaction through driver adapters`, () => ({
     store: () => prismaStore(prisma, { reads: adapter.reads }) as PrismaStore<unknown>,
     travel: recordTravel(prisma, db.provider),
   }));

@@ -1,0 +1,144 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { DriverAdapterFactory } from './adapter-for-url.js';
+import type { AdapterQueries } from './adapter-queryable.js';
+
+/**
+ * One interactive transaction the store is opening: a driver adapter wrapped by `directStatements`
+ * hands it the transaction it starts, as raw queries the store sends past Prisma's client runtime.
+ */
+export interface Opening {
+  direct?: AdapterQueries;
+}
+
+const openings = new AsyncLocalStorage<Opening>();
+
+/**
+ * Runs `open`, which starts one interactive transaction (`prisma.$transaction`), so that a driver
+ * adapter wrapped by `directStatements` hands the first transaction it starts to `opening.direct`.
+ * Read it as the transaction's work begins: a transaction the work opens of its own comes later.
+ */
+export function openTransaction<T>(open: (opening: Opening) => T): T {
+  const opening: Opening = {};
+  return openings.run(opening, () => open(opening));
+}
+
+/**
+ * A store statement sent through `directStatements` failed with an error its driver adapter let
+ * through unconverted (`cause`: pg's own, for a connection that ended), or was never sent (see
+ * `TransactionClosedError`). Prisma would have wrapped the first in an error of its own; this says
+ * the same: the error is the database's, not the resolver's.
+ */
+export class DirectStatementError extends Error {
+  override name = 'DirectStatementError';
+}
+
+/** A statement sent on a transaction Prisma had already committed or rolled back. */
+export class TransactionClosedError extends DirectStatementError {
+  override name = 'TransactionClosedError';
+  constructor() {
+    super(
+      'A query cannot be executed on a transaction that was rolled back or committed (expired transaction)',
+    );
+  }
+}
+
+interface AdapterTransaction extends AdapterQueries {
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+/** How Prisma ends a transaction through the adapter, when the adapter does not do it itself. */
+const ENDING = /^\s*(COMMIT|ROLLBACK)\s*;?\s*$/i;
+
+/**
+ * The driver adapter factory `factory`, whose transactions the Prisma store can send its own
+ * statements through directly: a transactional call's claim and its result skip Prisma's client
+ * runtime (0.4 to 0.5 ms each on PostgreSQL, in process; see the README's Benchmarks). Prisma still
+ * runs everything else, the resolver's statements, `BEGIN` and `COMMIT` included:
+ *
+ * ```ts
+ * const prisma = new PrismaClient({ adapter: directStatements(new PrismaPg(pool)) });
+ * ```
+ *
+ * The store's statements then do not reach Prisma's query log, extensions or tracing. A statement
+ * the store would send after Prisma ended the transaction (its `timeout` passed) fails instead, as
+ * Prisma's own would. Without it the store sends them through the transaction client, as a
+ * resolver does. `adapterForUrl`'s factories come wrapped.
+ */
+export function directStatements<Factory extends DriverAdapterFactory>(factory: Factory): Factory {
+  return withMethod(factory, 'connect', async (connect, ...args) => {
+    const adapter = (await connect(...args)) as object;
+    return withMethod(adapter, 'startTransaction', async (start, ...args) => {
+      const opening = openings.getStore();
+      const transaction = (await start(...args)) as AdapterTransaction;
+      // The first transaction started in the opening is the store's; any other is not handed over.
+      if (!opening || opening.direct) return transaction;
+      const { prismaSide, direct } = guarded(transaction);
+      opening.direct = direct;
+      return prismaSide;
+    });
+  });
+}
+
+/**
+ * `transaction` for Prisma, which marks it closed as Prisma ends it, and the store's raw queries on
+ * it, which fail once it is closed: the connection goes back to the pool then, and a statement
+ * sent on it would run outside the transaction, or in another one.
+ */
+function guarded(transaction: AdapterTransaction): {
+  prismaSide: AdapterTransaction;
+  direct: AdapterQueries;
+} {
+  let closed = false;
+  const prismaSide = new Proxy(transaction, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      if (property === 'commit' || property === 'rollback') {
+        return () => {
+          closed = true;
+          return value.call(target);
+        };
+      }
+      if (property === 'executeRaw' || property === 'queryRaw') {
+        return (query: { sql: string }) => {
+          if (ENDING.test(query.sql)) closed = true;
+          return value.call(target, query);
+        };
+      }
+      return value.bind(target);
+    },
+  });
+  const sent = async <T>(send: () => Promise<T>): Promise<T> => {
+    if (closed) throw new TransactionClosedError();
+    try {
+      return await send();
+    } catch (error) {
+      if (error instanceof Error && error.name === 'DriverAdapterError') throw error;
+      throw new DirectStatementError(error instanceof Error ? error.message : String(error), {
+        cause: error,
+      });
+    }
+  };
+  const direct: AdapterQueries = {
+    queryRaw: (query) => sent(() => transaction.queryRaw(query)),
+    executeRaw: (query) => sent(() => transaction.executeRaw(query)),
+  };
+  return { prismaSide, direct };
+}
+
+/** `target` seen through a proxy whose `name` runs `replacement` with the original method bound. */
+function withMethod<T extends object>(
+  target: T,
+  name: string,
+  replacement: (original: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>,
+): T {
+  return new Proxy(target, {
+    get(object, property) {
+      const value: unknown = Reflect.get(object, property, object);
+      if (typeof value !== 'function') return value;
+      const bound = value.bind(object) as (...args: unknown[]) => Promise<unknown>;
+      return property === name ? (...args: unknown[]) => replacement(bound, ...args) : bound;
+    },
+  });
+}

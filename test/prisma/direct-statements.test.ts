@@ -1,0 +1,94 @@
+import { Decimal } from '@prisma/client/runtime/client';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { IdempotencyTransactionExpiredError, runIdempotent } from '../../src/index.js';
+import { prismaStore } from '../../src/prisma/index.js';
+import {
+  connect,
+  describeEachDatabase,
+  describeEachServerDatabase,
+  type TestDatabase,
+  uniqueScope,
+} from '../helpers/databases.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `adapterForUrl`'s adapters let the store send its statements in a transaction straight through the
+ * driver adapter (`directStatements`). What that must never change: a statement of the store's runs
+ * in the call's own transaction, or not at all.
+ */
+function withClient(db: TestDatabase) {
+  const state: { prisma: Awaited<ReturnType<typeof connect>> } = {} as never;
+  beforeAll(async () => {
+    state.prisma = await connect(db);
+  });
+  afterAll(() => state.prisma?.$disconnect());
+  return state;
+}
+
+describeEachDatabase('the store’s statements sent through the driver adapter', (db) => {
+  const client = withClient(db);
+
+  it('are never sent once Prisma rolled the transaction back (its timeout): a step is not kept without its writes', async () => {
+    const { prisma } = client;
+    const store = prismaStore(prisma, { transaction: { timeout: 300 } });
+    const scope = uniqueScope();
+    const owner = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
+    const fingerprint = 'f'.repeat(64);
+    const claimed = await store.lease.claim({
+      ...owner,
+      operation: 'op',
+      fingerprint,
+      ttlMs: 60_000,
+      leaseMs: 60_000,
+    });
+    expect(claimed.claimed).toBe(true);
+    const failure = await store
+      .steps!.transaction(async ({ tx, save }) => {
+        await (tx as typeof prisma).payment.create({
+          data: { userId: scope, amount: new Decimal('9.90'), currency: 'EUR' },
+        });
+        // Prisma rolls the transaction back at 300 ms and gives its connection back to the pool.
+        await sleep(700);
+        return save({
+          ...owner,
+          name: 'pay',
+          position: 0,
+          fingerprint,
+          result: '1',
+          resultIsError: false,
+          ttlMs: 60_000,
+        });
+      })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(IdempotencyTransactionExpiredError);
+    // Sent on the released connection, the step would have committed on its own, without its payment.
+    expect(await store.steps!.list(scope, 'k')).toEqual([]);
+    expect(await prisma.payment.count({ where: { userId: scope } })).toBe(0);
+  });
+});
+
+describeEachServerDatabase('a transaction the resolver opens of its own', (db) => {
+  const client = withClient(db);
+
+  it('is not taken for the call’s: the result is stored in the call’s transaction and replayed', async () => {
+    const { prisma } = client;
+    const store = prismaStore(prisma);
+    const scope = uniqueScope();
+    const call = () =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, async (tx) => {
+        // Committed on its own, before the call's transaction stores the result.
+        await prisma.$transaction((own) =>
+          own.payment.create({ data: { userId: scope, amount: new Decimal('1.00'), currency: 'EUR' } }),
+        );
+        const payment = await (tx as typeof prisma).payment.create({
+          data: { userId: scope, amount: new Decimal('9.90'), currency: 'EUR' },
+        });
+        return payment.id;
+      });
+    const first = await call();
+    expect(first.replayed).toBe(false);
+    expect(await call()).toEqual({ ...first, replayed: true });
+    expect(await prisma.payment.count({ where: { userId: scope } })).toBe(2);
+  });
+});
