@@ -31,7 +31,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { Decimal } from '@prisma/client/runtime/client';
 import { fingerprint, runIdempotent, superjsonSerializer } from 'idempotent-mutations';
-import { prismaStore, sweepExpired } from 'idempotent-mutations/prisma';
+import { type AdapterForUrlOptions, prismaStore, sweepExpired } from 'idempotent-mutations/prisma';
 import pg from 'pg';
 import { storedText } from '../src/core/call.js';
 import {
@@ -239,7 +239,9 @@ async function profile(db: BenchDatabase, peers: Peers | undefined, user: string
   const sql: string[] = [];
   const beginRides = db.name === 'PostgreSQL' && 'pipeline' in new pg.Client();
   const onQuery = (event: { query: string }) => sql.push(event.query);
-  const prisma = await openClient(db.url, onQuery);
+  // Every statement through Prisma's query log: the store's own too (`directStatements: false`),
+  // which send the same messages either way (test/prisma/statement-counts.test.ts).
+  const prisma = await openClient(db.url, onQuery, { directStatements: false });
   const reads = await openReads(db.url, onQuery);
   const servers = await startServers(prisma, peers ?? noPeers, { reads });
   try {
@@ -498,13 +500,18 @@ async function measure(db: BenchDatabase, peers: Peers | undefined) {
   const prisma = await openClient(db.url);
   const reads = await openReads(db.url);
   const servers = await startServers(prisma, peers ?? noPeers, { reads });
-  const unnamed = await unnamedScenarios(db, user);
+  const variants = [
+    db.name === 'PostgreSQL'
+      ? await variantScenarios(db, user, 'Unnamed', { preparedStatements: false })
+      : undefined,
+    await variantScenarios(db, user, 'ThroughClient', { directStatements: false }),
+  ];
   try {
     const { calls } = callsOf(prisma, servers, user, reads);
     await primeReplays(calls, peers !== undefined);
     let started = performance.now();
     const samples = await interleave(
-      { ...latencyScenarios(calls, peers !== undefined), ...unnamed?.scenarios },
+      Object.assign(latencyScenarios(calls, peers !== undefined), ...variants.map((v) => v?.scenarios)),
       settings,
     );
     const latency = Object.fromEntries(Object.entries(samples).map(([name, s]) => [name, latencyOf(s)]));
@@ -528,29 +535,35 @@ async function measure(db: BenchDatabase, peers: Peers | undefined) {
     await prisma.idempotencyRecord.deleteMany({ where: { scope: { startsWith: user } } });
     await reads.dispose();
     await prisma.$disconnect();
-    await unnamed?.close();
+    for (const variant of variants) await variant?.close();
   }
 }
 
 /**
- * PostgreSQL: a fresh key and a replay in process through a client and `reads` whose adapters
- * prepare nothing by name (`preparedStatements: false`), next to the same calls through the named
- * ones (`idempotencyStatementNames`).
+ * A fresh key (and, with `replay`, a replay) in process through a client and `reads` whose adapters
+ * `adapterForUrl` opened with `options`, next to the same calls through its defaults: PostgreSQL's
+ * statements not prepared by name (`preparedStatements: false`), and the store's statements in a
+ * transaction through the client (`directStatements: false`).
  */
-async function unnamedScenarios(db: BenchDatabase, user: string) {
-  if (db.name !== 'PostgreSQL') return undefined;
-  const prisma = await openClient(db.url, undefined, { preparedStatements: false });
-  const reads = await openReads(db.url, undefined, { preparedStatements: false });
+async function variantScenarios(
+  db: BenchDatabase,
+  user: string,
+  variant: 'Unnamed' | 'ThroughClient',
+  options: AdapterForUrlOptions,
+) {
+  const prisma = await openClient(db.url, undefined, options);
+  const reads = await openReads(db.url, undefined, options);
   const store = prismaStore(prisma, { reads });
   const call = (key: string, firstAttempt: boolean) =>
     runIdempotent({ store, scope: user, key, operation: 'createPayment', input, firstAttempt }, (tx) =>
       insertPayment(tx as Parameters<typeof insertPayment>[0], user, input),
     );
-  await call('replay-store-unnamed', false);
+  const replayed = `replay-store-${variant}`;
+  await call(replayed, false);
   return {
     scenarios: {
-      'store.freshUnnamed': () => call(freshKey(), true),
-      'store.replayUnnamed': () => call('replay-store-unnamed', false),
+      [`store.fresh${variant}`]: () => call(freshKey(), true),
+      ...(variant === 'Unnamed' ? { [`store.replay${variant}`]: () => call(replayed, false) } : {}),
     } satisfies Record<string, Scenario>,
     close: async () => {
       await reads.dispose();
@@ -609,6 +622,8 @@ function ratiosOf(m: Measured) {
       replay: ms('store.replay')! / ms('store.plain')!,
       /** The replay read through the store's `reads` adapter ÷ through the Prisma client. */
       readsVsClient: ms('store.replay')! / ms('store.replayClientReads')!,
+      /** A fresh key with the store's statements in a transaction past the client ÷ through it. */
+      direct: ms('store.fresh')! / ms('store.freshThroughClient')!,
       /** PostgreSQL: with the store's statements prepared by name ÷ without. */
       named: ms('store.freshUnnamed')
         ? {
@@ -671,6 +686,7 @@ const LABELS: Record<string, string> = {
   'store.replay': 'store, in process: replay (reads through the driver adapter)',
   'store.replayClientReads': 'store, in process: replay, reads through the Prisma client',
   'store.freshUnnamed': 'store, in process: fresh key, statements not prepared by name',
+  'store.freshThroughClient': "store, in process: fresh key, the store's statements through the client",
   'store.replayUnnamed': 'store, in process: replay, statements not prepared by name',
   'trpc.echo': 'tRPC: no database (HTTP floor)',
   'trpc.plainNoTx': 'tRPC: the insert alone, no transaction',
@@ -724,6 +740,7 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
     lat(`${t}.replay`, `${fmtX(x.replay)} plain`);
     if (t === 'store') {
       lat('store.replayClientReads', `through the adapter ÷ this: ${fmtX(r.store.readsVsClient)}`);
+      lat('store.freshThroughClient', `directStatements ÷ this: ${fmtX(r.store.direct)}`);
       if (r.store.named) {
         lat('store.freshUnnamed', `prepared by name ÷ this: ${fmtX(r.store.named.fresh)}`);
         lat('store.replayUnnamed', `prepared by name ÷ this: ${fmtX(r.store.named.replay)}`);

@@ -11,6 +11,11 @@ export interface Opening {
 }
 
 const openings = new AsyncLocalStorage<Opening>();
+/**
+ * Whether any factory was wrapped: until one is, `openTransaction` runs no `AsyncLocalStorage`, whose
+ * hooks, once on, cost every promise of the process a little (see the README's Benchmarks).
+ */
+let wrapping = false;
 
 /**
  * Runs `open`, which starts one interactive transaction (`prisma.$transaction`), so that a driver
@@ -19,7 +24,7 @@ const openings = new AsyncLocalStorage<Opening>();
  */
 export function openTransaction<T>(open: (opening: Opening) => T): T {
   const opening: Opening = {};
-  return openings.run(opening, () => open(opening));
+  return wrapping ? openings.run(opening, () => open(opening)) : open(opening);
 }
 
 /**
@@ -53,8 +58,8 @@ const ENDING = /^\s*(COMMIT|ROLLBACK)\s*;?\s*$/i;
 /**
  * The driver adapter factory `factory`, whose transactions the Prisma store can send its own
  * statements through directly: a transactional call's claim and its result skip Prisma's client
- * runtime (0.4 to 0.5 ms each on PostgreSQL, in process; see the README's Benchmarks). Prisma still
- * runs everything else, the resolver's statements, `BEGIN` and `COMMIT` included:
+ * runtime (a fresh key in process takes about 0.8 of the time; see the README's Benchmarks). Prisma
+ * still runs everything else, the resolver's statements, `BEGIN` and `COMMIT` included:
  *
  * ```ts
  * const prisma = new PrismaClient({ adapter: directStatements(new PrismaPg(pool)) });
@@ -64,8 +69,13 @@ const ENDING = /^\s*(COMMIT|ROLLBACK)\s*;?\s*$/i;
  * the store would send after Prisma ended the transaction (its `timeout` passed) fails instead, as
  * Prisma's own would. Without it the store sends them through the transaction client, as a
  * resolver does. `adapterForUrl`'s factories come wrapped.
+ *
+ * Once a factory is wrapped, the store opens its transactions in an `AsyncLocalStorage`, which turns
+ * on Node's promise hooks for the whole process: every promise then costs a little more
+ * (`npm run bench:async-context`).
  */
 export function directStatements<Factory extends DriverAdapterFactory>(factory: Factory): Factory {
+  wrapping = true;
   return withMethod(factory, 'connect', async (connect, ...args) => {
     const adapter = (await connect(...args)) as object;
     return withMethod(adapter, 'startTransaction', async (start, ...args) => {
