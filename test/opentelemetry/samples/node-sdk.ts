@@ -14,7 +14,8 @@ export function startTelemetry(traceExporter: SpanExporter, metricExporter: Push
     serviceName: 'payments',
     traceExporter,
     metricReader: new PeriodicExportingMetricReader({ exporter: metricExporter }),
-    // Prisma's spans (the claim, your resolver's queries, the completion) nest under the call's span.
+    // Prisma's spans (your resolver's queries; the claim and the completion too, unless the adapter
+    // is wrapped by directStatements) nest under the call's span.
     instrumentations: [new PrismaInstrumentation()],
   });
   sdk.start();

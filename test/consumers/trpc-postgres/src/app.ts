@@ -1,7 +1,12 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import { initTRPC } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
-import { idempotencyStatementNames, lazyBegin, prismaStore } from 'idempotent-mutations/prisma';
+import {
+  directStatements,
+  idempotencyStatementNames,
+  lazyBegin,
+  prismaStore,
+} from 'idempotent-mutations/prisma';
 import { idempotency, idempotencyErrorFormatter } from 'idempotent-mutations/trpc';
 import pg from 'pg';
 import { z } from 'zod';
@@ -14,8 +19,9 @@ const pool = new pg.Pool({
   pipeline: true,
   Client: lazyBegin(pg.Client),
 });
-// The store's own statements are prepared once per connection (not yours: they stay unnamed).
-const adapter = new PrismaPg(pool, { statementNameGenerator: idempotencyStatementNames });
+// The store's own statements are prepared once per connection (not yours: they stay unnamed), and
+// in a transaction they skip Prisma's client runtime (directStatements).
+const adapter = directStatements(new PrismaPg(pool, { statementNameGenerator: idempotencyStatementNames }));
 export const prisma = new PrismaClient({ adapter });
 // A retry's read of its record goes straight through the adapter, on the same pool: no client runtime.
 const reads = await adapter.connect();
