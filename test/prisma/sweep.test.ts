@@ -82,6 +82,27 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect((await storedKeys(prisma)).filter((key) => key.startsWith('expired-'))).toEqual([]);
   });
 
+  it('deletes exactly the keys it picked, across scopes and in every batch size, and no key differing only in case', async () => {
+    const [one, two] = [uniqueScope('sweep'), uniqueScope('sweep')];
+    const now = await databaseNow(prisma, db.provider);
+    const expired = (scope: string, key: string) => ({ scope, key, expiresAt: at('2000-01-01T00:00:00Z') });
+    const live = (scope: string, key: string) => ({ scope, key, expiresAt: new Date(now + DAY) });
+    await insertRecords(prisma, db.provider, [
+      expired(one, 'd'),
+      expired(one, 'e'),
+      expired(two, 'd'),
+      expired(two, 'x'),
+      live(one, 'D'),
+      live(two, 'E'),
+      live(one, 'dd'),
+      live(two, 'e'),
+    ]);
+    // Batches of 3 keys, then of 1 (MySQL/MariaDB write the two differently).
+    expect(await sweepExpired(prisma, { batchSize: 3 })).toBe(4);
+    expect((await storedKeys(prisma)).sort()).toEqual(['D', 'E', 'dd', 'e']);
+    expect(await countRecords(prisma, db.provider, one)).toBe(2);
+  });
+
   it('deletes the durable steps of the records it sweeps with them, in batches, and keeps the others', async () => {
     const scope = uniqueScope('sweep');
     const now = await databaseNow(prisma, db.provider);
