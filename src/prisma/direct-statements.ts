@@ -76,17 +76,21 @@ const ENDING = /^\s*(COMMIT|ROLLBACK)\s*;?\s*$/i;
  */
 export function directStatements<Factory extends DriverAdapterFactory>(factory: Factory): Factory {
   wrapping = true;
-  return withMethod(factory, 'connect', async (connect, ...args) => {
-    const adapter = (await connect(...args)) as object;
-    return withMethod(adapter, 'startTransaction', async (start, ...args) => {
-      const opening = openings.getStore();
-      const transaction = (await start(...args)) as AdapterTransaction;
-      // The first transaction started in the opening is the store's; any other is not handed over.
-      if (!opening || opening.direct) return transaction;
-      const { prismaSide, direct } = guarded(transaction);
-      opening.direct = direct;
-      return prismaSide;
-    });
+  return withMethods(factory, {
+    async connect(connect, ...args) {
+      const adapter = (await connect(...args)) as object;
+      return withMethods(adapter, {
+        async startTransaction(start, ...args) {
+          const opening = openings.getStore();
+          const transaction = (await start(...args)) as AdapterTransaction;
+          // The first transaction started in the opening is the store's; any other is not handed over.
+          if (!opening || opening.direct) return transaction;
+          const { prismaSide, direct } = guarded(transaction);
+          opening.direct = direct;
+          return prismaSide;
+        },
+      });
+    },
   });
 }
 
@@ -100,24 +104,19 @@ function guarded(transaction: AdapterTransaction): {
   direct: AdapterQueries;
 } {
   let closed = false;
-  const prismaSide = new Proxy(transaction, {
-    get(target, property) {
-      const value: unknown = Reflect.get(target, property, target);
-      if (typeof value !== 'function') return value;
-      if (property === 'commit' || property === 'rollback') {
-        return () => {
-          closed = true;
-          return value.call(target);
-        };
-      }
-      if (property === 'executeRaw' || property === 'queryRaw') {
-        return (query: { sql: string }) => {
-          if (ENDING.test(query.sql)) closed = true;
-          return value.call(target, query);
-        };
-      }
-      return value.bind(target);
-    },
+  const ended: Replacement = (original) => {
+    closed = true;
+    return original();
+  };
+  const watched: Replacement = (original, query) => {
+    if (ENDING.test((query as { sql: string }).sql)) closed = true;
+    return original(query);
+  };
+  const prismaSide = withMethods(transaction, {
+    commit: ended,
+    rollback: ended,
+    executeRaw: watched,
+    queryRaw: watched,
   });
   const sent = async <T>(send: () => Promise<T>): Promise<T> => {
     if (closed) throw new TransactionClosedError();
@@ -137,18 +136,23 @@ function guarded(transaction: AdapterTransaction): {
   return { prismaSide, direct };
 }
 
-/** `target` seen through a proxy whose `name` runs `replacement` with the original method bound. */
-function withMethod<T extends object>(
-  target: T,
-  name: string,
-  replacement: (original: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>,
-): T {
+/** A method in place of another, which it is given bound to its object. */
+type Replacement = (
+  original: (...args: unknown[]) => Promise<unknown>,
+  ...args: unknown[]
+) => Promise<unknown>;
+
+/** `target` seen through a proxy whose methods named in `replacements` run those instead. */
+function withMethods<T extends object>(target: T, replacements: Record<string, Replacement>): T {
   return new Proxy(target, {
     get(object, property) {
       const value: unknown = Reflect.get(object, property, object);
       if (typeof value !== 'function') return value;
       const bound = value.bind(object) as (...args: unknown[]) => Promise<unknown>;
-      return property === name ? (...args: unknown[]) => replacement(bound, ...args) : bound;
+      const replacement = Object.hasOwn(replacements, property)
+        ? replacements[property as string]
+        : undefined;
+      return replacement ? (...args: unknown[]) => replacement(bound, ...args) : bound;
     },
   });
 }
