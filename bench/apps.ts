@@ -18,6 +18,11 @@ import { type PrismaStore, type PrismaStoreOptions, prismaStore } from 'idempote
 import { idempotency } from 'idempotent-mutations/trpc';
 import { SuperJSON } from 'superjson';
 import { z } from 'zod';
+import { queryableOf } from '../src/prisma/adapter-queryable.js';
+import { providerOf } from '../src/prisma/client.js';
+import { openTransaction } from '../src/prisma/direct-statements.js';
+import { recordStatements } from '../src/prisma/record-sql.js';
+import { type Sql, textFor } from '../src/prisma/sql.js';
 import type { BenchPrismaClient } from './databases.js';
 import type { PeerHandler, Peers } from './peers.js';
 
@@ -51,6 +56,41 @@ export function plainPaymentAndSelect(prisma: BenchPrismaClient, userId: string,
     return insertPayment(tx, userId, input);
   });
 }
+
+/**
+ * The floor of a fresh key: plain's transaction with the two statements that make the record commit
+ * with the mutation, the claim before the insert and the result after it, written by hand: the
+ * store's own SQL, sent past the client as the store sends it (`directStatements`), and nothing
+ * else (no fingerprint, no checks, `JSON.stringify` for the result). Any design that commits the
+ * record with the mutation sends these two; what a fresh key costs beyond this is the library's.
+ */
+export function floorPayment(prisma: BenchPrismaClient, userId: string, key: string, input: PaymentInput) {
+  const provider = providerOf(prisma);
+  const statements = recordStatements(provider);
+  const scope = userId;
+  return openTransaction((opening) =>
+    prisma.$transaction(async (tx) => {
+      const own = opening.direct ? queryableOf(opening.direct) : tx;
+      const rows = ({ text, values }: Sql) =>
+        own.$queryRawUnsafe<unknown[]>(textFor(provider, text), ...values);
+      const changes = ({ text, values }: Sql) => own.$executeRawUnsafe(textFor(provider, text), ...values);
+      const claimed = await rows(
+        statements.claim({ scope, key, operation: 'createPayment', fingerprint: FINGERPRINT, ttlMs: DAY_MS }),
+      );
+      if (claimed.length !== 1) throw new Error(`The floor's key ${key} was not fresh`);
+      const payment = await insertPayment(tx, userId, input);
+      const result = JSON.stringify(payment);
+      // As the store does: returning the times where an update can (not MySQL/MariaDB).
+      const complete = statements.complete({ scope, key, result, resultIsError: false, ttlMs: DAY_MS });
+      await (statements.returningUpdates ? rows(complete) : changes(complete));
+      return payment;
+    }),
+  );
+}
+
+const DAY_MS = 86_400_000;
+/** A sha256 in hex, as the store writes one: the floor computes none. */
+const FINGERPRINT = 'f'.repeat(64);
 
 /** superjson with Prisma's Decimal, on both ends of the tRPC wire. */
 export const transformer = new SuperJSON();
@@ -105,6 +145,9 @@ function createRouter(
     plainNoTx: t.procedure
       .input(paymentInput)
       .mutation(({ ctx, input }) => insertPayment(prisma, ctx.userId, input)),
+    floor: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx, input }) => floorPayment(prisma, ctx.userId, keyOf(ctx), input)),
     idempotent: t.procedure
       .input(paymentInput)
       .use(idempotency({ store, scope: ({ ctx }) => ctx.userId }))
@@ -144,6 +187,7 @@ const typeDefs = /* GraphQL */ `
   }
   type Mutation {
     createPayment(input: PaymentInput!, idempotencyKey: String): Payment!
+    createPaymentFloor(input: PaymentInput!, key: String!): Payment!
     echoPayment(input: PaymentInput!): Payment!
   }
 `;
@@ -161,6 +205,8 @@ function createYogaServer(prisma: BenchPrismaClient, store: PrismaStore<Transact
       Mutation: {
         createPayment: (_, { input }: { input: PaymentInput }, { tx, userId }) =>
           store ? insertPayment(tx!, userId, input) : plainPayment(prisma, userId, input),
+        createPaymentFloor: (_, { input, key }: { input: PaymentInput; key: string }, { userId }) =>
+          floorPayment(prisma, userId, key, input),
         echoPayment: (_, { input }: { input: PaymentInput }, { userId }) => echoPayment(userId, input),
       },
       Payment: {
@@ -262,6 +308,16 @@ const mutations = {
   createPayment: /* GraphQL */ `
     mutation CreatePayment($input: PaymentInput!, $key: String) {
       createPayment(input: $input, idempotencyKey: $key) {
+        id
+        amount
+        currency
+        createdAt
+      }
+    }
+  `,
+  createPaymentFloor: /* GraphQL */ `
+    mutation CreatePaymentFloor($input: PaymentInput!, $key: String!) {
+      createPaymentFloor(input: $input, key: $key) {
         id
         amount
         currency

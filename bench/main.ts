@@ -36,6 +36,7 @@ import pg from 'pg';
 import { storedText } from '../src/core/call.js';
 import {
   type BenchServers,
+  floorPayment,
   graphqlPayment,
   insertPayment,
   type PaymentInput,
@@ -127,17 +128,21 @@ function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string,
     storePlain: () => plainPayment(prisma, user, input),
     storePlainNoTx: () => insertPayment(prisma, user, input),
     storePlainAndSelect: () => plainPaymentAndSelect(prisma, user, input),
+    storeFloor: () => floorPayment(prisma, user, freshKey(), input),
     store: storeCall,
     storeClientReads: (key: string) => storeCall(key, false, clientReadsStore),
     trpcEcho: () => trpc.echo.mutate(input, { context: { userId: user } }),
     trpcPlain: (userId = user) => trpc.plain.mutate(input, { context: { userId } }),
     trpcPlainNoTx: () => trpc.plainNoTx.mutate(input, { context: { userId: user } }),
+    trpcFloor: () => trpc.floor.mutate(input, { context: { userId: user, key: freshKey() } }),
     trpc: (key: string, userId = user, attempt?: number) =>
       trpc.idempotent.mutate(input, { context: { userId, key, attempt } }),
     trpcCached: (key: string, attempt?: number) =>
       trpc.idempotentCached.mutate(input, { context: { userId: user, key, attempt } }),
     yogaEcho: () => graphqlPayment(servers.yogaPlainUrl, { userId: user }, input, 'echoPayment'),
     yogaPlain: (userId = user) => graphqlPayment(servers.yogaPlainUrl, { userId }, input),
+    yogaFloor: () =>
+      graphqlPayment(servers.yogaPlainUrl, { userId: user, key: freshKey() }, input, 'createPaymentFloor'),
     yoga: (key: string, userId = user, attempt?: number) =>
       graphqlPayment(servers.yogaIdempotentUrl, { userId, key, attempt }, input),
     powertools: (key: string) => trpc.powertools.mutate(input, { context: { userId: user, key } }),
@@ -164,17 +169,20 @@ function latencyScenarios(calls: Calls, withPeers: boolean): Record<string, Scen
     'store.plainNoTx': calls.storePlainNoTx,
     'store.plain': calls.storePlain,
     'store.plainAndSelect': calls.storePlainAndSelect,
+    'store.floor': calls.storeFloor,
     'store.fresh': () => calls.store(freshKey(), true),
     'store.replay': () => calls.store('replay-store'),
     'store.replayClientReads': () => calls.storeClientReads('replay-store'),
     'trpc.echo': calls.trpcEcho,
     'trpc.plainNoTx': () => calls.trpcPlainNoTx(),
     'trpc.plain': () => calls.trpcPlain(),
+    'trpc.floor': calls.trpcFloor,
     'trpc.fresh': () => calls.trpc(freshKey(), undefined, FIRST),
     'trpc.replay': () => calls.trpc('replay-trpc', undefined, RETRY),
     'trpc.replayCached': () => calls.trpcCached('replay-trpcCached', RETRY),
     'yoga.echo': calls.yogaEcho,
     'yoga.plain': () => calls.yogaPlain(),
+    'yoga.floor': calls.yogaFloor,
     'yoga.fresh': () => calls.yoga(freshKey(), undefined, FIRST),
     'yoga.replay': () => calls.yoga('replay-yoga', undefined, RETRY),
     ...(withPeers
@@ -283,8 +291,10 @@ async function profile(db: BenchDatabase, peers: Peers | undefined, user: string
 async function throughput(calls: Calls) {
   const scenarios: Record<string, (i: number) => Promise<unknown>> = {
     'trpc.plain': () => calls.trpcPlain(),
+    'trpc.floor': calls.trpcFloor,
     'trpc.fresh': () => calls.trpc(freshKey(), undefined, FIRST),
     'yoga.plain': () => calls.yogaPlain(),
+    'yoga.floor': calls.yogaFloor,
     'yoga.fresh': () => calls.yoga(freshKey(), undefined, FIRST),
   };
   const names = Object.keys(scenarios);
@@ -585,12 +595,20 @@ function ratiosOf(m: Measured) {
   const statement = ms('store.plainAndSelect')! - ms('store.plain')!;
   const overhead = (t: string) => {
     const extra = ms(`${t}.fresh`)! - ms(`${t}.plain`)!;
-    return { ms: extra, statements: extra / statement, ratio: ms(`${t}.fresh`)! / ms(`${t}.plain`)! };
+    return {
+      ms: extra,
+      statements: extra / statement,
+      ratio: ms(`${t}.fresh`)! / ms(`${t}.plain`)!,
+      /** The floor (plain and the two statements by hand, `floorPayment`) ÷ plain, and ours ÷ it. */
+      floor: ms(`${t}.floor`)! / ms(`${t}.plain`)!,
+      aboveFloor: ms(`${t}.fresh`)! / ms(`${t}.floor`)!,
+    };
   };
   const per = (t: 'trpc' | 'yoga') => ({
     overhead: overhead(t),
     replay: ms(`${t}.replay`)! / ms(`${t}.plain`)!,
     throughput: m.throughput[`${t}.fresh`]!.perSecond / m.throughput[`${t}.plain`]!.perSecond,
+    throughputFloor: m.throughput[`${t}.floor`]!.perSecond / m.throughput[`${t}.plain`]!.perSecond,
     storm: m.storms[t].storm.median / m.storms[t].single.median,
     /** The storm against 64 replays at once: what the duplicates cost beyond answering 64 calls. */
     stormVsReplays: m.storms[t].storm.median / m.storms[t].replays.median,
@@ -651,24 +669,32 @@ interface Target {
 
 function targetsOf(m: Measured, r: ReturnType<typeof ratiosOf>): Target[] {
   const targets: Target[] = [];
-  const add = (target: string, value: number | undefined, limit: number, kind: 'max' | 'min') => {
+  /** `floor`: the same ratio for `floorPayment`, what no fresh key can beat. */
+  const add = (
+    target: string,
+    value: number | undefined,
+    limit: number,
+    kind: 'max' | 'min',
+    floor?: number,
+  ) => {
     if (value === undefined) return;
     targets.push({
       database: m.name,
       target: `${target} ${kind === 'max' ? '≤' : '≥'} ${limit}×`,
-      value: fmtX(value),
+      value: floor === undefined ? fmtX(value) : `${fmtX(value)} (floor ${fmtX(floor)})`,
       met: kind === 'max' ? value <= limit : value >= limit,
     });
   };
-  add('fresh key ÷ plain, in process', r.store.overhead.ratio, 1.4, 'max');
+  add('fresh key ÷ plain, in process', r.store.overhead.ratio, 1.4, 'max', r.store.overhead.floor);
   for (const t of ['trpc', 'yoga'] as const) {
     const label = t === 'trpc' ? 'tRPC' : 'Yoga';
-    add(`${label}: fresh key ÷ plain`, r[t].overhead.ratio, 1.25, 'max');
+    add(`${label}: fresh key ÷ plain`, r[t].overhead.ratio, 1.25, 'max', r[t].overhead.floor);
     add(
       `${label}: throughput at c=${CONCURRENCY}, fresh ÷ plain (median of bursts)`,
       r[t].throughput,
       0.8,
       'min',
+      r[t].throughputFloor,
     );
   }
   add('replay ÷ Powertools (Redis) replay, no cache', r.peers.powertools?.replay, 0.9, 'max');
@@ -678,10 +704,11 @@ function targetsOf(m: Measured, r: ReturnType<typeof ratiosOf>): Target[] {
 }
 
 const LABELS: Record<string, string> = {
-  select1: 'SELECT 1 (the floor)',
+  select1: 'SELECT 1 through Prisma',
   'store.plainNoTx': 'store, in process: the insert alone, no transaction',
   'store.plain': 'store, in process: plain (the insert in a transaction)',
   'store.plainAndSelect': 'store, in process: plain + one SELECT 1 in its transaction',
+  'store.floor': 'store, in process: the floor (plain + the claim and the result by hand)',
   'store.fresh': 'store, in process: fresh key',
   'store.replay': 'store, in process: replay (reads through the driver adapter)',
   'store.replayClientReads': 'store, in process: replay, reads through the Prisma client',
@@ -691,11 +718,13 @@ const LABELS: Record<string, string> = {
   'trpc.echo': 'tRPC: no database (HTTP floor)',
   'trpc.plainNoTx': 'tRPC: the insert alone, no transaction',
   'trpc.plain': 'tRPC: plain (the insert in a transaction)',
+  'trpc.floor': 'tRPC: the floor (plain + the claim and the result by hand)',
   'trpc.fresh': 'tRPC: fresh key',
   'trpc.replay': 'tRPC: replay',
   'trpc.replayCached': 'tRPC: replay, localCache',
   'yoga.echo': 'Yoga: no database (HTTP floor)',
   'yoga.plain': 'Yoga: plain',
+  'yoga.floor': 'Yoga: the floor (plain + the claim and the result by hand)',
   'yoga.fresh': 'Yoga: fresh key',
   'yoga.replay': 'Yoga: replay',
   'powertools.fresh': 'Powertools (Redis): fresh key',
@@ -735,7 +764,8 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
     if (t === 'trpc') lat('trpc.plainNoTx');
     if (t !== 'store') lat(`${t}.plain`, t === 'trpc' ? `${fmtX(r.transaction.trpc)} no transaction` : '');
     const o = x.overhead;
-    const overhead = `${fmtX(o.ratio)} plain; +${fmtMs(o.ms)} = ${o.statements.toFixed(1)} statements in a transaction`;
+    lat(`${t}.floor`, `${fmtX(o.floor)} plain`);
+    const overhead = `${fmtX(o.ratio)} plain, ${fmtX(o.aboveFloor)} the floor; +${fmtMs(o.ms)} = ${o.statements.toFixed(1)} statements in a transaction`;
     lat(`${t}.fresh`, overhead, ...target(o.ratio, t === 'store' ? 1.4 : 1.25, 'max'));
     lat(`${t}.replay`, `${fmtX(x.replay)} plain`);
     if (t === 'store') {
@@ -751,6 +781,7 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
   for (const t of ['trpc', 'yoga'] as const) {
     const label = t === 'trpc' ? 'tRPC' : 'Yoga';
     const plain = m.throughput[`${t}.plain`]!;
+    const floor = m.throughput[`${t}.floor`]!;
     const fresh = m.throughput[`${t}.fresh`]!;
     row(
       `${label}: plain, c=${CONCURRENCY}`,
@@ -758,6 +789,15 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
       fmtMs(plain.latency.p99),
       '',
       '',
+      '',
+      '',
+    );
+    row(
+      `${label}: the floor, c=${CONCURRENCY}`,
+      `${floor.perSecond.toFixed(0)}/s`,
+      fmtMs(floor.latency.p99),
+      '',
+      `${fmtX(r[t].throughputFloor)} plain`,
       '',
       '',
     );
