@@ -49,7 +49,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     return { ...record, liveForMs: end === null ? 0 : end.getTime() - clock() };
   };
   const isLive = (record: Kept) => read(record).liveForMs > 0;
-  const after = (ms: number) => new Date(clock() + ms);
+  /** `ms` after `now`: one reading of the clock per write, as a statement has one `now()`. */
+  const after = (ms: number, now = clock()) => new Date(now + ms);
 
   /** Waits for the key's previous holder, then holds it until the returned release is called. */
   async function lock(id: string): Promise<() => void> {
@@ -80,7 +81,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     }
   }
 
-  const inProgress = (claim: ClaimRequest): Kept => ({
+  const inProgress = (claim: ClaimRequest, now = clock()): Kept => ({
     scope: claim.scope,
     key: claim.key,
     operation: claim.operation,
@@ -90,12 +91,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     resultIsError: false,
     ownerToken: null,
     lockedUntil: null,
-    createdAt: after(0),
+    createdAt: after(0, now),
     completedAt: null,
-    expiresAt: after(claim.ttlMs),
+    expiresAt: after(claim.ttlMs, now),
   });
   const completed = (record: Kept, result: string, resultIsError: boolean, ttlMs: number) => {
-    const times = { completedAt: after(0), expiresAt: after(ttlMs) };
+    const now = clock();
+    const times = { completedAt: after(0, now), expiresAt: after(ttlMs, now) };
     Object.assign(record, { status: 'COMPLETED', result, resultIsError, lockedUntil: null, ...times });
     return times;
   };
@@ -157,10 +159,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
         try {
           const existing = records.get(id);
           if (existing && isLive(existing)) return { claimed: false, existing: read(existing) };
+          const now = clock();
           const record = {
-            ...inProgress(claim),
+            ...inProgress(claim, now),
             ownerToken: claim.ownerToken,
-            lockedUntil: after(claim.leaseMs),
+            lockedUntil: after(claim.leaseMs, now),
           };
           records.set(id, record);
           return { claimed: true, firstSeenAt: record.createdAt, tookOver: existing !== undefined };
@@ -196,10 +199,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
         );
       }
       const { name, position, fingerprint, result, resultIsError } = step;
+      const now = clock();
       const stored: KeptStep = {
         ...{ name, position, fingerprint, result, resultIsError },
-        completedAt: after(0),
-        expiresAt: after(step.ttlMs),
+        completedAt: after(0, now),
+        expiresAt: after(step.ttlMs, now),
       };
       kept.push(stored);
       steps.set(id, kept);

@@ -412,6 +412,23 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(done.liveForMs).toBeGreaterThan(55_000);
       });
 
+      it('dates a write by one reading of its clock: a lease and an expiry count from the same instant', async () => {
+        const scope = uniqueScope();
+        const store = target().store();
+        await store.lease.claim(leaseRequest(scope, 4_000));
+        const held = (await store.find(scope, 'k'))!;
+        expect(held.lockedUntil!.getTime() - held.createdAt.getTime()).toBe(4_000);
+        expect(held.expiresAt.getTime() - held.createdAt.getTime()).toBe(60_000);
+        const owner = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
+        const completed = await store.lease.complete({
+          ...owner,
+          result: '"1"',
+          resultIsError: false,
+          ttlMs: 90_000,
+        });
+        expect(completed!.expiresAt.getTime() - completed!.completedAt.getTime()).toBe(90_000);
+      });
+
       it('takes over an expired lease in the store’s own claim, and only then', async () => {
         const scope = uniqueScope();
         const { lease } = target().store();
