@@ -66,50 +66,108 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     'ArrayBuffer',
   );
   return {
-    // Plain JSON data needs none of superjson's walk: its text is what superjson would write.
-    serialize: (value) =>
-      isPlainJson(value)
-        ? `{"json":${JSON.stringify(value)}}`
-        : superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]),
+    // A row of plain data, Dates and Decimals needs none of superjson's walk: its text is what
+    // superjson would write, and it reads back equal.
+    serialize: (value) => {
+      const values = typedValues(value, Decimal);
+      if (values === undefined) return superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]);
+      const json = JSON.stringify(value);
+      if (Object.keys(values).length === 0) return `{"json":${json}}`;
+      return `{"json":${json},"meta":${JSON.stringify({ values, v: 1 })}}`;
+    },
     deserialize: (text) => superjson.parse(text),
-    readsBack: isPlainJson,
+    readsBack: (value) => typedValues(value, Decimal) !== undefined,
   };
 }
 
 /** Names superjson refuses as a prototype pollution risk. */
 const REFUSED_MEMBERS = new Set(['__proto__', 'constructor', 'prototype']);
 
+/** superjson's annotations of a Date and of a Decimal (registered as `Decimal` above). */
+const DATE: Annotation = ['Date'];
+const DECIMAL: Annotation = [['custom', 'Decimal']];
+
+/** superjson's annotation of one value, and of what is annotated below a container, by path. */
+type Annotation = unknown[];
+type Annotations = Record<string, Annotation>;
+
 /**
- * Whether `value` is data that JSON writes and reads back exactly, and that superjson would write
- * as JSON with no `meta`: `null`, booleans, strings, finite numbers other than `-0`, and arrays and
- * plain objects of them, with no `undefined` (nor array holes), no member superjson refuses, and no
- * object reached twice (superjson records those as referential equalities).
+ * superjson's `meta.values` for `value` (`{}` when it has none), when `JSON.stringify(value)` is
+ * exactly superjson's `json` and the text reads back equal; `undefined` for anything else, which
+ * superjson writes itself. That is: `null`, booleans, strings, finite numbers other than `-0`,
+ * valid Dates and instances of `Decimal` below the root, in arrays and plain objects, with no
+ * `undefined` (nor array holes), no member superjson refuses, and no object reached twice
+ * (superjson records those as referential equalities). A Date is written by its `toJSON`, which is
+ * superjson's `toISOString`; a Decimal by its `toJSON`, which is its `toString` but for `-0` (then
+ * left to superjson). The paths are gathered container by container, as superjson's walk gathers
+ * them, so they come out in its order.
  */
-function isPlainJson(value: unknown, seen = new Set<object>()): boolean {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return true;
-    case 'number':
-      return Number.isFinite(value) && !Object.is(value, -0);
-    case 'object':
-      break;
-    default:
-      return false;
+function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): Annotations | undefined {
+  const seen = new Set<object>();
+  const root = walk(value, true);
+  return root === false || Array.isArray(root) ? undefined : (root ?? {});
+
+  /** `false`: not for us; `null`: nothing annotated; else the annotation, or those below. */
+  function walk(member: unknown, atRoot: boolean): false | null | Annotation | Annotations {
+    switch (typeof member) {
+      case 'string':
+      case 'boolean':
+        return null;
+      case 'number':
+        return Number.isFinite(member) && !Object.is(member, -0) && null;
+      case 'object':
+        break;
+      default:
+        return false;
+    }
+    if (member === null) return null;
+    if (seen.has(member)) return false;
+    seen.add(member);
+    const prototype = Object.getPrototypeOf(member);
+    if (Array.isArray(member)) {
+      if (prototype !== Array.prototype) return false;
+      let below: Annotations | null = null;
+      for (let i = 0; i < member.length; i++) {
+        const annotated = walk(member[i], false);
+        if (annotated === false) return false;
+        if (annotated !== null) below = gather(below, String(i), annotated);
+      }
+      return below;
+    }
+    if (prototype === Object.prototype || prototype === null) {
+      let below: Annotations | null = null;
+      for (const key of Object.keys(member)) {
+        if (REFUSED_MEMBERS.has(key)) return false;
+        const annotated = walk((member as Record<string, unknown>)[key], false);
+        if (annotated === false) return false;
+        if (annotated !== null) below = gather(below, escapeKey(key), annotated);
+      }
+      return below;
+    }
+    // A Date or a Decimal as the whole result is annotated otherwise: superjson writes it.
+    if (atRoot || Object.hasOwn(member, 'toJSON')) return false;
+    if (prototype === Date.prototype) return !Number.isNaN(Date.prototype.getTime.call(member)) && DATE;
+    if (Decimal !== undefined && member instanceof Decimal && isDecimal(member)) {
+      const decimal = member as DecimalLike & { toJSON(): unknown };
+      return decimal.toJSON() === decimal.toString() && DECIMAL;
+    }
+    return false;
   }
-  if (value === null) return true;
-  if (seen.has(value)) return false;
-  seen.add(value);
-  const prototype = Object.getPrototypeOf(value);
-  if (Array.isArray(value)) {
-    if (prototype !== Array.prototype) return false;
-    for (let i = 0; i < value.length; i++) if (!isPlainJson(value[i], seen)) return false;
-    return true;
-  }
-  if (prototype !== Object.prototype && prototype !== null) return false;
-  for (const key of Object.keys(value)) {
-    if (REFUSED_MEMBERS.has(key)) return false;
-    if (!isPlainJson((value as Record<string, unknown>)[key], seen)) return false;
-  }
-  return true;
+}
+
+/** Adds what is annotated at (or below) `segment` to its container's annotations. */
+function gather(
+  below: Annotations | null,
+  segment: string,
+  annotated: Annotation | Annotations,
+): Annotations {
+  const into = below ?? {};
+  if (Array.isArray(annotated)) into[segment] = annotated;
+  else for (const [path, annotation] of Object.entries(annotated)) into[`${segment}.${path}`] = annotation;
+  return into;
+}
+
+/** A key as a segment of a superjson path: `\` and `.` escaped. */
+function escapeKey(key: string): string {
+  return key.replace(/\\/g, '\\\\').replace(/\./g, '\\.');
 }
