@@ -18,8 +18,8 @@ import { type PrismaStore, type PrismaStoreOptions, prismaStore } from 'idempote
 import { idempotency } from 'idempotent-mutations/trpc';
 import { SuperJSON } from 'superjson';
 import { z } from 'zod';
-import { queryableOf } from '../src/prisma/adapter-queryable.js';
-import { providerOf } from '../src/prisma/client.js';
+import { type AdapterQueries, queryableOf } from '../src/prisma/adapter-queryable.js';
+import { type Provider, providerOf } from '../src/prisma/client.js';
 import { openTransaction } from '../src/prisma/direct-statements.js';
 import { recordStatements } from '../src/prisma/record-sql.js';
 import { type Sql, textFor } from '../src/prisma/sql.js';
@@ -88,6 +88,21 @@ export function floorPayment(prisma: BenchPrismaClient, userId: string, key: str
   );
 }
 
+/**
+ * The floor of a replay: the record's one read, as the store sends it through its `reads` adapter,
+ * and `JSON.parse` of the stored text (the value without its Dates and Decimals revived, as the
+ * Redis peers give theirs back). No key, scope or fingerprint check.
+ */
+export async function floorReplay(reads: AdapterQueries, provider: Provider, userId: string, key: string) {
+  const { text, values } = recordStatements(provider).find(userId, key);
+  const [row] = await queryableOf(reads).$queryRawUnsafe<{ result: string }[]>(
+    textFor(provider, text),
+    ...values,
+  );
+  if (!row) throw new Error(`The floor's replay of ${key} found no record`);
+  return (JSON.parse(row.result) as { json: unknown }).json;
+}
+
 const DAY_MS = 86_400_000;
 /** A sha256 in hex, as the store writes one: the floor computes none. */
 const FINGERPRINT = 'f'.repeat(64);
@@ -130,6 +145,8 @@ function createRouter(
   peers: Peers,
 ) {
   const cachedStore = prismaStore(prisma, { ...storeOptions, localCache: { max: 10_000 } });
+  const { reads } = storeOptions;
+  if (!reads) throw new TypeError("The bench servers need the store's reads adapter");
   const handler: PeerHandler<PaymentInput, unknown> = ({ userId, input }) =>
     plainPayment(prisma, userId, input);
   const powertools = peers.powertools(handler);
@@ -148,6 +165,9 @@ function createRouter(
     floor: t.procedure
       .input(paymentInput)
       .mutation(({ ctx, input }) => floorPayment(prisma, ctx.userId, keyOf(ctx), input)),
+    floorReplay: t.procedure
+      .input(paymentInput)
+      .mutation(({ ctx }) => floorReplay(reads, providerOf(prisma), ctx.userId, keyOf(ctx))),
     idempotent: t.procedure
       .input(paymentInput)
       .use(idempotency({ store, scope: ({ ctx }) => ctx.userId }))

@@ -135,6 +135,7 @@ function callsOf(prisma: BenchPrismaClient, servers: BenchServers, user: string,
     trpcPlain: (userId = user) => trpc.plain.mutate(input, { context: { userId } }),
     trpcPlainNoTx: () => trpc.plainNoTx.mutate(input, { context: { userId: user } }),
     trpcFloor: () => trpc.floor.mutate(input, { context: { userId: user, key: freshKey() } }),
+    trpcFloorReplay: (key: string) => trpc.floorReplay.mutate(input, { context: { userId: user, key } }),
     trpc: (key: string, userId = user, attempt?: number) =>
       trpc.idempotent.mutate(input, { context: { userId, key, attempt } }),
     trpcCached: (key: string, attempt?: number) =>
@@ -180,6 +181,7 @@ function latencyScenarios(calls: Calls, withPeers: boolean): Record<string, Scen
     'trpc.fresh': () => calls.trpc(freshKey(), undefined, FIRST),
     'trpc.replay': () => calls.trpc('replay-trpc', undefined, RETRY),
     'trpc.replayCached': () => calls.trpcCached('replay-trpcCached', RETRY),
+    'trpc.floorReplay': () => calls.trpcFloorReplay('replay-trpc'),
     'yoga.echo': calls.yogaEcho,
     'yoga.plain': () => calls.yogaPlain(),
     'yoga.floor': calls.yogaFloor,
@@ -622,6 +624,8 @@ function ratiosOf(m: Measured) {
       : {
           fresh: ms('trpc.fresh')! / ms(`${name}.fresh`)!,
           replay: ms('trpc.replay')! / ms(`${name}.replay`)!,
+          /** A replay's floor ÷ theirs: what no replay through the database can beat. */
+          replayFloor: ms('trpc.floorReplay')! / ms(`${name}.replay`)!,
           replayCached: ms(`${name}.replayCached`)
             ? ms('trpc.replayCached')! / ms(`${name}.replayCached`)!
             : undefined,
@@ -654,6 +658,9 @@ function ratiosOf(m: Measured) {
       ...per('trpc'),
       freshVsNoTx: ms('trpc.fresh')! / ms('trpc.plainNoTx')!,
       replayCached: ms('trpc.replayCached')! / ms('trpc.plain')!,
+      /** A replay's floor (`floorReplay`) ÷ plain, and ours ÷ it. */
+      replayFloor: ms('trpc.floorReplay')! / ms('trpc.plain')!,
+      replayAboveFloor: ms('trpc.replay')! / ms('trpc.floorReplay')!,
     },
     yoga: per('yoga'),
     peers: { powertools: peer('powertools'), nodeIdempotency: peer('nodeIdempotency') },
@@ -697,8 +704,21 @@ function targetsOf(m: Measured, r: ReturnType<typeof ratiosOf>): Target[] {
       r[t].throughputFloor,
     );
   }
-  add('replay ÷ Powertools (Redis) replay, no cache', r.peers.powertools?.replay, 0.9, 'max');
-  add('replay ÷ node-idempotency (Redis) replay, no cache', r.peers.nodeIdempotency?.replay, 0.9, 'max');
+  const { powertools, nodeIdempotency } = r.peers;
+  add(
+    'replay ÷ Powertools (Redis) replay, no cache',
+    powertools?.replay,
+    0.9,
+    'max',
+    powertools?.replayFloor,
+  );
+  add(
+    'replay ÷ node-idempotency (Redis) replay, no cache',
+    nodeIdempotency?.replay,
+    0.9,
+    'max',
+    nodeIdempotency?.replayFloor,
+  );
   add('replay with localCache ÷ Powertools with useLocalCache', r.peers.powertools?.replayCached, 0.8, 'max');
   return targets;
 }
@@ -722,6 +742,7 @@ const LABELS: Record<string, string> = {
   'trpc.fresh': 'tRPC: fresh key',
   'trpc.replay': 'tRPC: replay',
   'trpc.replayCached': 'tRPC: replay, localCache',
+  'trpc.floorReplay': "tRPC: a replay's floor (its read and JSON.parse by hand)",
   'yoga.echo': 'Yoga: no database (HTTP floor)',
   'yoga.plain': 'Yoga: plain',
   'yoga.floor': 'Yoga: the floor (plain + the claim and the result by hand)',
@@ -776,7 +797,13 @@ function tableRows(m: Measured, r: ReturnType<typeof ratiosOf>): string[][] {
         lat('store.replayUnnamed', `prepared by name ÷ this: ${fmtX(r.store.named.replay)}`);
       }
     }
-    if (t === 'trpc') lat('trpc.replayCached', `${fmtX(r.trpc.replayCached)} plain`);
+    if (t === 'trpc') {
+      lat(
+        'trpc.floorReplay',
+        `${fmtX(r.trpc.replayFloor)} plain; replay ÷ this: ${fmtX(r.trpc.replayAboveFloor)}`,
+      );
+      lat('trpc.replayCached', `${fmtX(r.trpc.replayCached)} plain`);
+    }
   }
   for (const t of ['trpc', 'yoga'] as const) {
     const label = t === 'trpc' ? 'tRPC' : 'Yoga';
