@@ -13,6 +13,7 @@ import { createTRPCClient, httpLink } from '@trpc/client';
 import { initTRPC } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { createSchema, createYoga } from 'graphql-yoga';
+import { superjsonSerializer } from 'idempotent-mutations';
 import { useIdempotency } from 'idempotent-mutations/envelop';
 import { type PrismaStore, type PrismaStoreOptions, prismaStore } from 'idempotent-mutations/prisma';
 import { idempotency } from 'idempotent-mutations/trpc';
@@ -90,8 +91,8 @@ export function floorPayment(prisma: BenchPrismaClient, userId: string, key: str
 
 /**
  * The floor of a replay: the record's one read, as the store sends it through its `reads` adapter,
- * and `JSON.parse` of the stored text (the value without its Dates and Decimals revived, as the
- * Redis peers give theirs back). No key, scope or fingerprint check.
+ * and the stored text read back as the store reads it (its Date and Decimal revived: the Redis peers
+ * give theirs back as strings). No key, scope or fingerprint check.
  */
 export async function floorReplay(reads: AdapterQueries, provider: Provider, userId: string, key: string) {
   const { text, values } = recordStatements(provider).find(userId, key);
@@ -100,8 +101,11 @@ export async function floorReplay(reads: AdapterQueries, provider: Provider, use
     ...values,
   );
   if (!row) throw new Error(`The floor's replay of ${key} found no record`);
-  return (JSON.parse(row.result) as { json: unknown }).json;
+  return storedValue.deserialize(row.result);
 }
+
+/** The store's serializer, as `prismaStore` builds it by default. */
+const storedValue = superjsonSerializer({ Decimal });
 
 const DAY_MS = 86_400_000;
 /** A sha256 in hex, as the store writes one: the floor computes none. */

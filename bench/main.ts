@@ -742,7 +742,7 @@ const LABELS: Record<string, string> = {
   'trpc.fresh': 'tRPC: fresh key',
   'trpc.replay': 'tRPC: replay',
   'trpc.replayCached': 'tRPC: replay, localCache',
-  'trpc.floorReplay': "tRPC: a replay's floor (its read and JSON.parse by hand)",
+  'trpc.floorReplay': "tRPC: a replay's floor (its read and its value read back, by hand)",
   'yoga.echo': 'Yoga: no database (HTTP floor)',
   'yoga.plain': 'Yoga: plain',
   'yoga.floor': 'Yoga: the floor (plain + the claim and the result by hand)',

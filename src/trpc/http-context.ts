@@ -42,7 +42,8 @@ export function setResponseHeader(ctx: unknown, name: string, value: string): vo
 export function callsInRequest(ctx: unknown, batchIndex: number): number {
   const { info, req } = fieldsOf(ctx);
   if (Array.isArray(info?.calls)) return Math.max(info.calls.length, batchIndex + 1);
-  if (typeof req?.url === 'string') {
+  // A URL without a query (a single call, its input in the body) is never a batch.
+  if (typeof req?.url === 'string' && req.url.includes('?')) {
     try {
       const url = new URL(req.url, 'http://localhost');
       if (url.searchParams.get('batch') === '1') {
