@@ -413,20 +413,7 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       });
 
       it('dates a write by one reading of its clock: a lease and an expiry count from the same instant', async () => {
-        const scope = uniqueScope();
-        const store = target().store();
-        await store.lease.claim(leaseRequest(scope, 4_000));
-        const held = (await store.find(scope, 'k'))!;
-        expect(held.lockedUntil!.getTime() - held.createdAt.getTime()).toBe(4_000);
-        expect(held.expiresAt.getTime() - held.createdAt.getTime()).toBe(60_000);
-        const owner = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
-        const completed = await store.lease.complete({
-          ...owner,
-          result: '"1"',
-          resultIsError: false,
-          ttlMs: 90_000,
-        });
-        expect(completed!.expiresAt.getTime() - completed!.completedAt.getTime()).toBe(90_000);
+        await expectOneInstantPerWrite(target().store(), uniqueScope());
       });
 
       it('takes over an expired lease in the store’s own claim, and only then', async () => {
@@ -690,4 +677,25 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
       });
     });
   });
+}
+
+/**
+ * A lease claim's `lockedUntil` and `expiresAt`, and a completion's `expiresAt`, count from the
+ * write's own instant (its `createdAt`, its `completedAt`): a store reads its clock once per write,
+ * as a statement has one `now()`.
+ */
+export async function expectOneInstantPerWrite(store: Store<unknown>, scope: string): Promise<void> {
+  const owner = { scope, key: 'k', ownerToken: 'a'.repeat(64) };
+  const claim = { ...owner, operation: 'op', fingerprint: 'f'.repeat(64), ttlMs: 60_000, leaseMs: 4_000 };
+  await store.lease.claim(claim);
+  const held = (await store.find(scope, 'k'))!;
+  expect(held.lockedUntil!.getTime() - held.createdAt.getTime()).toBe(4_000);
+  expect(held.expiresAt.getTime() - held.createdAt.getTime()).toBe(60_000);
+  const completed = await store.lease.complete({
+    ...owner,
+    result: '"1"',
+    resultIsError: false,
+    ttlMs: 90_000,
+  });
+  expect(completed!.expiresAt.getTime() - completed!.completedAt.getTime()).toBe(90_000);
 }
