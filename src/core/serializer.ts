@@ -125,7 +125,8 @@ function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): A
     seen.add(member);
     const prototype = Object.getPrototypeOf(member);
     if (Array.isArray(member)) {
-      if (prototype !== Array.prototype) return false;
+      // superjson walks an array's own fields too (a match result's `groups`): only indices here.
+      if (prototype !== Array.prototype || Object.keys(member).length !== member.length) return false;
       let below: Annotations | null = null;
       for (let i = 0; i < member.length; i++) {
         const annotated = walk(member[i], false);
@@ -135,6 +136,8 @@ function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): A
       return below;
     }
     if (prototype === Object.prototype || prototype === null) {
+      // An object with a Decimal's fields and methods is one to superjson's rule.
+      if (isDecimal(member)) return false;
       let below: Annotations | null = null;
       for (const key of Object.keys(member)) {
         if (REFUSED_MEMBERS.has(key)) return false;
@@ -145,9 +148,17 @@ function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): A
       return below;
     }
     // A Date or a Decimal as the whole result is annotated otherwise: superjson writes it.
-    if (atRoot || Object.hasOwn(member, 'toJSON')) return false;
-    if (prototype === Date.prototype) return !Number.isNaN(Date.prototype.getTime.call(member)) && DATE;
-    if (Decimal !== undefined && member instanceof Decimal && isDecimal(member)) {
+    if (atRoot) return false;
+    // A Date of its own class with no fields of its own (a `toJSON`, a `valueOf`, a Decimal's `d`
+    // would each change what JSON or superjson write).
+    if (prototype === Date.prototype) {
+      if (Reflect.ownKeys(member).length > 0) return false;
+      return !Number.isNaN(Date.prototype.getTime.call(member)) && DATE;
+    }
+    // An instance of `Decimal` itself, not of a subclass (whose text the constructor may refuse),
+    // with decimal.js's own `toJSON` and `toString`.
+    if (Decimal !== undefined && prototype === Decimal.prototype && isDecimal(member)) {
+      if (Object.hasOwn(member, 'toJSON') || Object.hasOwn(member, 'toString')) return false;
       const decimal = member as DecimalLike & { toJSON(): unknown };
       return decimal.toJSON() === decimal.toString() && DECIMAL;
     }
