@@ -44,11 +44,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
   const steps = new Map<string, KeptStep[]>();
 
   /** The record as read now, with its liveness by this store's clock. */
-  const read = (record: Kept): StoredRecord => {
+  const read = (record: Kept, now = clock()): StoredRecord => {
     const end = record.status === 'COMPLETED' ? record.expiresAt : record.lockedUntil;
-    return { ...record, liveForMs: end === null ? 0 : end.getTime() - clock() };
+    return { ...record, liveForMs: end === null ? 0 : end.getTime() - now };
   };
-  const isLive = (record: Kept) => read(record).liveForMs > 0;
   /** `ms` after `now`: one reading of the clock per write, as a statement has one `now()`. */
   const after = (ms: number, now = clock()) => new Date(now + ms);
 
@@ -158,8 +157,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
         const unlock = await lock(id);
         try {
           const existing = records.get(id);
-          if (existing && isLive(existing)) return { claimed: false, existing: read(existing) };
           const now = clock();
+          const seen = existing && read(existing, now);
+          if (seen && seen.liveForMs > 0) return { claimed: false, existing: seen };
           const record = {
             ...inProgress(claim, now),
             ownerToken: claim.ownerToken,

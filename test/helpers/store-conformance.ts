@@ -698,4 +698,20 @@ export async function expectOneInstantPerWrite(store: Store<unknown>, scope: str
     ttlMs: 90_000,
   });
   expect(completed!.expiresAt.getTime() - completed!.completedAt.getTime()).toBe(90_000);
+  // The same in a transaction: its claim, and its completion.
+  const inTransaction = { scope, key: 't', operation: 'op', fingerprint: 'f'.repeat(64), ttlMs: 60_000 };
+  await store.transaction!(async (session) => {
+    expect(await session.claim(inTransaction)).toMatchObject({ claimed: true });
+    const done = await session.complete({
+      scope,
+      key: 't',
+      result: '"1"',
+      resultIsError: false,
+      ttlMs: 90_000,
+    });
+    expect(done.expiresAt.getTime() - done.completedAt.getTime()).toBe(90_000);
+  });
+  const kept = (await store.find(scope, 't'))!;
+  expect(kept.expiresAt.getTime() - kept.createdAt.getTime()).toBeGreaterThanOrEqual(90_000);
+  expect(kept.expiresAt.getTime() - kept.completedAt!.getTime()).toBe(90_000);
 }
