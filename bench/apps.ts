@@ -81,9 +81,11 @@ export function floorPayment(prisma: BenchPrismaClient, userId: string, key: str
       if (claimed.length !== 1) throw new Error(`The floor's key ${key} was not fresh`);
       const payment = await insertPayment(tx, userId, input);
       const result = JSON.stringify(payment);
-      // As the store does: returning the times where an update can (not MySQL/MariaDB).
+      // As the store does: with the statement's own RETURNING where it has one (not MySQL's UPDATE).
       const complete = statements.complete({ scope, key, result, resultIsError: false, ttlMs: DAY_MS });
-      await (statements.returningUpdates ? rows(complete) : changes(complete));
+      await (statements.returningUpdates || complete.text.startsWith('INSERT')
+        ? rows(complete)
+        : changes(complete));
       return payment;
     }),
   );

@@ -42,7 +42,7 @@ export function setResponseHeader(ctx: unknown, name: string, value: string): vo
 export function callsInRequest(ctx: unknown, batchIndex: number): number {
   const { info, req } = fieldsOf(ctx);
   if (Array.isArray(info?.calls)) return Math.max(info.calls.length, batchIndex + 1);
-  // A URL without a query (a single call, its input in the body) is never a batch.
+  // tRPC marks a batch with `?batch=1`: a URL without a query is never one.
   if (typeof req?.url === 'string' && req.url.includes('?')) {
     try {
       const url = new URL(req.url, 'http://localhost');
