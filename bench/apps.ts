@@ -22,7 +22,7 @@ import { z } from 'zod';
 import { type AdapterQueries, queryableOf } from '../src/prisma/adapter-queryable.js';
 import { type Provider, providerOf } from '../src/prisma/client.js';
 import { openTransaction } from '../src/prisma/direct-statements.js';
-import { recordStatements } from '../src/prisma/record-sql.js';
+import { type RecordStatements, recordStatements } from '../src/prisma/record-sql.js';
 import { type Sql, textFor } from '../src/prisma/sql.js';
 import type { BenchPrismaClient } from './databases.js';
 import type { PeerHandler, Peers } from './peers.js';
@@ -67,7 +67,7 @@ export function plainPaymentAndSelect(prisma: BenchPrismaClient, userId: string,
  */
 export function floorPayment(prisma: BenchPrismaClient, userId: string, key: string, input: PaymentInput) {
   const provider = providerOf(prisma);
-  const statements = recordStatements(provider);
+  const statements = statementsOf(provider);
   const scope = userId;
   return openTransaction((opening) =>
     prisma.$transaction(async (tx) => {
@@ -97,7 +97,7 @@ export function floorPayment(prisma: BenchPrismaClient, userId: string, key: str
  * give theirs back as strings). No key, scope or fingerprint check.
  */
 export async function floorReplay(reads: AdapterQueries, provider: Provider, userId: string, key: string) {
-  const { text, values } = recordStatements(provider).find(userId, key);
+  const { text, values } = statementsOf(provider).find(userId, key);
   const [row] = await queryableOf(reads).$queryRawUnsafe<{ result: string }[]>(
     textFor(provider, text),
     ...values,
@@ -105,6 +105,17 @@ export async function floorReplay(reads: AdapterQueries, provider: Provider, use
   if (!row) throw new Error(`The floor's replay of ${key} found no record`);
   return storedValue.deserialize(row.result);
 }
+
+/** The store's statements for `provider`, built once as the store builds them once. */
+function statementsOf(provider: Provider): RecordStatements {
+  let statements = floorStatements.get(provider);
+  if (statements === undefined) {
+    statements = recordStatements(provider);
+    floorStatements.set(provider, statements);
+  }
+  return statements;
+}
+const floorStatements = new Map<Provider, RecordStatements>();
 
 /** The store's serializer, as `prismaStore` builds it by default. */
 const storedValue = superjsonSerializer({ Decimal });
