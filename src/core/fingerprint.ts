@@ -131,13 +131,16 @@ class CanonicalWriter {
   /** Own enumerable string-keyed members, in canonical order (see `Members`); `undefined` ones left out. */
   private fields(object: object, depth: number): string {
     const members = this.membersOf(Object.keys(object), depth);
+    const values = ownValues(object, members.keys.length);
     let text = '{';
     for (let i = 0; i < members.sorted.length; i++) {
-      const member = (object as Record<string, unknown>)[members.sorted[i]!];
+      const member =
+        values === undefined
+          ? (object as Record<string, unknown>)[members.sorted[i]!]
+          : values[members.positions[i]!];
       if (member === undefined) continue;
       // Appended piece by piece: a template would first join the pieces into a string of their own.
-      if (text.length > 1) text += ',';
-      text += members.name(i);
+      text += members.name(i, text.length > 1);
       text += this.value(member, depth);
     }
     return `${text}}`;
@@ -219,19 +222,24 @@ class CanonicalWriter {
  */
 class Members {
   readonly sorted: string[];
+  /** Where each sorted key is in `keys`, so in `Object.values()`. */
+  readonly positions: number[];
   private readonly names: string[] = [];
+  /** The names with a comma before them, for every member but the first written. */
+  private readonly laterNames: string[] = [];
 
   constructor(readonly keys: string[]) {
     this.sorted = keys.slice().sort();
+    this.positions = this.sorted.map((key) => keys.indexOf(key));
   }
 
-  /** `"name":`, quoted when first asked for. */
-  name(index: number): string {
-    let name = this.names[index];
+  /** `"name":`, or `,"name":` after another member, quoted when first asked for. */
+  name(index: number, later: boolean): string {
+    let name = (later ? this.laterNames : this.names)[index];
     if (name === undefined) {
       const key = this.sorted[index]!;
-      name = `${quoted(key.startsWith('$') ? `$${key}` : key)}:`;
-      this.names[index] = name;
+      name = `${later ? ',' : ''}${quoted(key.startsWith('$') ? `$${key}` : key)}:`;
+      (later ? this.laterNames : this.names)[index] = name;
     }
     return name;
   }
@@ -239,6 +247,18 @@ class Members {
 
 /** How many sets of keys `membersOf` keeps for each depth. */
 const RECENT_MEMBERS = 4;
+
+/**
+ * An object's member values in `Object.keys()` order: one call instead of a lookup by name per
+ * member. `undefined` when they might not line up with the keys
+ * just read: a proxy answers each call its own way, and a getter that removes a member makes the
+ * list shorter (it cannot add one: the list follows the keys as they were when it started).
+ */
+function ownValues(object: object, keyCount: number): unknown[] | undefined {
+  if (types.isProxy(object)) return undefined;
+  const values = Object.values(object);
+  return values.length === keyCount ? values : undefined;
+}
 
 function sameKeys(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;
@@ -248,8 +268,9 @@ function sameKeys(a: string[], b: string[]): boolean {
 
 /** A string as JSON writes it; one with a lone surrogate is refused. */
 function quoted(text: string): string {
-  // Most strings need no escape and hold no surrogate: quoting them is all JSON would do.
-  if (!NEEDS_CARE.test(text)) return `"${text}"`;
+  // Most strings need no escape and hold no surrogate: quoting them is all JSON would do. A loop
+  // looks through a short string faster than a regular expression can start.
+  if (!(text.length < 16 ? needsCare(text) : NEEDS_CARE.test(text))) return `"${text}"`;
   if (LONE_SURROGATE.test(text)) {
     throw new IdempotencyInputError('Cannot canonicalize the input: a string holds a lone UTF-16 surrogate');
   }
@@ -264,6 +285,15 @@ function numberText(value: number): string {
   // String() is the faster for them, and JSON.stringify() for the others (about 2/3 of the time).
   if ((value | 0) === value) return String(value);
   return Number.isFinite(value) ? JSON.stringify(value) : `{"$number":"${String(value)}"}`;
+}
+
+/** Whether `text` holds what `NEEDS_CARE` matches. */
+function needsCare(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x20 || unit === 0x22 || unit === 0x5c || (unit >= 0xd800 && unit <= 0xdfff)) return true;
+  }
+  return false;
 }
 
 /** With the `u` flag a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */

@@ -283,6 +283,35 @@ describe('canonicalJson', () => {
     );
   });
 
+  it('writes short and long strings as JSON does, one character of each code below 128 or a pair', () => {
+    const characters = [...Array.from({ length: 128 }, (_, code) => String.fromCharCode(code)), '😀', 'é'];
+    for (const character of characters) {
+      for (const text of [character, `ab${character}`, `${'x'.repeat(20)}${character}`]) {
+        expect(canonicalJson('op', text)).toBe(`{"input":${JSON.stringify(text)},"operation":"op"}`);
+      }
+    }
+  });
+
+  it('pairs each member with its own value when reading them all at once would not', () => {
+    // A getter that removes a later member: the values read in one call come out one short.
+    const shrinking = {
+      get a() {
+        delete (this as { b?: number }).b;
+        return 1;
+      },
+      b: 2,
+      c: 3,
+    };
+    expect(canonicalJson('op', shrinking)).toBe('{"input":{"a":1,"c":3},"operation":"op"}');
+    // A proxy that lists its keys in another order each time it is asked.
+    let asked = 0;
+    const target = { a: 1, b: 2 };
+    const shuffling = new Proxy(target, {
+      ownKeys: () => (asked++ % 2 === 0 ? ['a', 'b'] : ['b', 'a']),
+    });
+    expect(canonicalJson('op', shuffling)).toBe('{"input":{"a":1,"b":2},"operation":"op"}');
+  });
+
   it('refuses a lone surrogate, in a value or in a member name', () => {
     expect(() => canonicalJson('op', { a: '\ud800' })).toThrow(IdempotencyInputError);
     expect(() => canonicalJson('op', { '\udc00': 1 })).toThrow(IdempotencyInputError);
