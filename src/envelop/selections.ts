@@ -70,6 +70,30 @@ export function idempotentSelections(
   return found;
 }
 
+/**
+ * Whether `operation` asks for incremental delivery anywhere, through the fragments it spreads:
+ * `@defer` on a fragment, `@stream` on a field (`if: false` counts too: it is not evaluated here).
+ */
+export function defersOrStreams(document: DocumentNode, operation: OperationDefinitionNode): boolean {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  }
+  const walked = new Set<string>();
+  const incremental = (selectionSet: SelectionSetNode | undefined): boolean =>
+    selectionSet?.selections.some((selection) => {
+      if (selection.directives?.some(({ name }) => name.value === 'defer' || name.value === 'stream')) {
+        return true;
+      }
+      if (selection.kind !== Kind.FRAGMENT_SPREAD) return incremental(selection.selectionSet);
+      const name = selection.name.value;
+      if (walked.has(name)) return false;
+      walked.add(name);
+      return incremental(fragments.get(name)?.selectionSet);
+    }) ?? false;
+  return incremental(operation.selectionSet);
+}
+
 /** Whether any field of the schema (or a union) can return the mutation type below the root. */
 export function mutationTypeIsNested(schema: GraphQLSchema): boolean {
   const mutationType = schema.getMutationType();

@@ -34,7 +34,7 @@ import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
 import { copySchema } from './schema-copy.js';
-import { idempotentSelections, mutationTypeIsNested } from './selections.js';
+import { defersOrStreams, idempotentSelections, mutationTypeIsNested } from './selections.js';
 
 /** Matches every field of the mutation type (to find any selected below the root). */
 const anyField = { has: () => true, size: 1 };
@@ -347,6 +347,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
             contextValue: withClaim(args.contextValue, txName, tx, claim),
           });
           if (isAsyncIterable(result)) {
+            // `@defer` and `@stream` were refused before execution; an executor that streams for
+            // another reason ends here, after its fields ran.
             await result[Symbol.asyncIterator]().return?.();
             throw new IdempotencyInputError('An idempotent operation cannot use @defer or @stream');
           }
@@ -410,6 +412,13 @@ export function useIdempotency<Context = any, Tx = unknown>({
           `send each mutation its own "${argumentName}" argument`,
         );
         checkSelections(schema, args.schema, args.document, operation, key);
+        if (key !== undefined && defersOrStreams(args.document, operation)) {
+          // Refused before anything runs: under a lease the effects of the fields that ran first
+          // would stay, and the released key would run them again on the retry.
+          throw new IdempotencyInputError(
+            `An operation under an ${header} header cannot use @defer or @stream: its result is stored and replayed whole`,
+          );
+        }
       } catch (error) {
         refuse(error);
         return;

@@ -1,5 +1,6 @@
 import type { Plugin } from '@envelop/core';
 import type { GraphQLSchema } from 'graphql';
+import type { Plugin as YogaPlugin } from 'graphql-yoga';
 import { createSchema, createYoga } from 'graphql-yoga';
 import {
   idempotentDirectiveTypeDefs,
@@ -50,7 +51,7 @@ export function paymentsSchema(
 export function yogaFor(
   schema: GraphQLSchema,
   options: Partial<UseIdempotencyOptions<Context>> = {},
-  { before = [], after = [] }: { before?: Plugin[]; after?: Plugin[] } = {},
+  { before = [], after = [] }: { before?: (Plugin | YogaPlugin)[]; after?: Plugin[] } = {},
 ) {
   const yoga = createYoga({
     schema,

@@ -1,3 +1,4 @@
+import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import { describe, expect, it } from 'vitest';
 import { paymentsSchema, yogaFor } from './payments-yoga.js';
 
@@ -123,5 +124,76 @@ describe('useIdempotency refuses a header key over a field of another mode', () 
       },
     ]);
     expect(calls.pay).toBe(0);
+  });
+});
+
+describe('useIdempotency refuses incremental delivery under a header key', () => {
+  /** `receipt` counts its calls in `calls.pay`, as `pay` does. */
+  function incrementalSchema() {
+    const counted = paymentsSchema(
+      /* GraphQL */ `
+        type Receipt {
+          amount: Int!
+          note: String
+          lines: [Int!]!
+        }
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int!
+          receipt(amount: Int!): Receipt!
+        }
+      `,
+      {
+        Mutation: {
+          receipt: (_: unknown, { amount }: { amount: number }) => {
+            counted.calls.pay++;
+            return { amount, note: 'paid', lines: [amount, amount] };
+          },
+        },
+      },
+    );
+    return counted;
+  }
+
+  it.each([
+    ['@defer on an inline fragment', 'mutation { receipt(amount: 1) { amount ... @defer { note } } }'],
+    [
+      '@defer on a fragment spread',
+      'mutation { receipt(amount: 1) { amount ...Note @defer } } fragment Note on Receipt { note }',
+    ],
+    [
+      '@defer inside a spread fragment',
+      'mutation { ...Pay } fragment Pay on Mutation { receipt(amount: 1) { amount ... @defer { note } } }',
+    ],
+    ['@stream on a list field', 'mutation { receipt(amount: 1) { lines @stream } }'],
+  ])('%s: 400 and IDEMPOTENCY_INPUT_UNSUPPORTED before anything runs, in either mode', async (_, query) => {
+    for (const mode of ['transactional', 'lease'] as const) {
+      const { schema, calls } = incrementalSchema();
+      const { send } = yogaFor(schema, { mode }, { before: [useDeferStream()] });
+      const responses = [await send(query, 'op'), await send(query, 'op')];
+
+      for (const response of responses) {
+        expect(response.status).toBe(400);
+        expect(response.body.errors).toMatchObject([
+          {
+            message: expect.stringContaining('cannot use @defer or @stream'),
+            extensions: { code: 'IDEMPOTENCY_INPUT_UNSUPPORTED' },
+          },
+        ]);
+      }
+      expect(calls.pay, mode).toBe(0);
+    }
+  });
+
+  it('runs the same operation without the header, and under it without @defer', async () => {
+    const { schema, calls } = incrementalSchema();
+    const { send } = yogaFor(schema, { mode: 'lease' }, { before: [useDeferStream()] });
+    await send('mutation { receipt(amount: 1) { amount note } }', 'op');
+    const retry = await send('mutation { receipt(amount: 1) { amount note } }', 'op');
+
+    expect(retry.body).toMatchObject({
+      data: { receipt: { amount: 1, note: 'paid' } },
+      extensions: { idempotency: { replayed: true } },
+    });
+    expect(calls.pay).toBe(1);
   });
 });
