@@ -124,9 +124,11 @@ export function ranRecord<T, Tx>(call: Call<T, Tx>, firstSeenAt: Date, completed
  * not be replayed fails now, before anything commits, rather than on every retry.
  */
 export function storedText(serializer: Serializer, value: unknown, maxResultBytes: number): string {
+  let known: string | undefined;
   let text: string;
   try {
-    text = serializer.serialize(value);
+    known = serializer.serializeKnown?.(value);
+    text = known ?? serializer.serialize(value);
   } catch (cause) {
     throw new IdempotencyResultUnstorableError(
       `The result could not be stored for replay: ${(cause as Error)?.message ?? String(cause)}`,
@@ -135,7 +137,7 @@ export function storedText(serializer: Serializer, value: unknown, maxResultByte
   }
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxResultBytes) throw new IdempotencyResultTooLargeError(bytes, maxResultBytes);
-  if (serializer.readsBack?.(value)) return text;
+  if (known !== undefined) return text;
   try {
     serializer.deserialize(text);
   } catch (cause) {

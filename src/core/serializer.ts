@@ -6,11 +6,12 @@ export interface Serializer {
   serialize(value: unknown): string;
   deserialize(text: string): unknown;
   /**
-   * Whether `deserialize(serialize(value))` is known to equal `value` without trying it (plain JSON
-   * data, for the default serializer); the result is then stored without being read back first.
-   * @default every result is read back before it is stored
+   * `serialize(value)` when `deserialize` is known to give back a value equal to `value` without
+   * trying it (plain JSON data, Dates and Decimals, for the default serializer): that text is
+   * stored without being read back first. `undefined` for any other value.
+   * @default every result is serialized, then read back before it is stored
    */
-  readsBack?(value: unknown): boolean;
+  serializeKnown?(value: unknown): string | undefined;
 }
 
 /** A constructor of arbitrary-precision decimals, such as Prisma's `Prisma.Decimal`. */
@@ -65,18 +66,20 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     },
     'ArrayBuffer',
   );
+  // A row of plain data, Dates and Decimals needs none of superjson's walk: its text is what
+  // superjson would write, and it reads back equal.
+  const serializeKnown = (value: unknown): string | undefined => {
+    const values = typedValues(value, Decimal);
+    if (values === undefined) return undefined;
+    const json = JSON.stringify(value);
+    if (Object.keys(values).length === 0) return `{"json":${json}}`;
+    return `{"json":${json},"meta":${JSON.stringify({ values, v: 1 })}}`;
+  };
   return {
-    // A row of plain data, Dates and Decimals needs none of superjson's walk: its text is what
-    // superjson would write, and it reads back equal.
-    serialize: (value) => {
-      const values = typedValues(value, Decimal);
-      if (values === undefined) return superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]);
-      const json = JSON.stringify(value);
-      if (Object.keys(values).length === 0) return `{"json":${json}}`;
-      return `{"json":${json},"meta":${JSON.stringify({ values, v: 1 })}}`;
-    },
+    serialize: (value) =>
+      serializeKnown(value) ?? superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]),
     deserialize: (text) => superjson.parse(text),
-    readsBack: (value) => typedValues(value, Decimal) !== undefined,
+    serializeKnown,
   };
 }
 

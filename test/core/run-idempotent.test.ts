@@ -151,6 +151,23 @@ describe('runIdempotent (memory store)', () => {
     expect(await options.store.find('user-1', 'k-1')).toBeNull();
   });
 
+  it("stores serializeKnown's text as it is, and serializes and reads back what it leaves", async () => {
+    const serializer = {
+      serialize: vi.fn((value: unknown) => JSON.stringify(value)),
+      deserialize: vi.fn((text: string): unknown => JSON.parse(text)),
+      serializeKnown: (value: unknown) => (typeof value === 'string' ? `"known ${value}"` : undefined),
+    };
+    const options = { ...base(), serializer };
+    await runIdempotent(options, async () => 'text');
+    expect(serializer.serialize).not.toHaveBeenCalled();
+    expect(serializer.deserialize).not.toHaveBeenCalled();
+    expect((await options.store.find('user-1', 'k-1'))?.result).toBe('"known text"');
+
+    await runIdempotent({ ...options, key: 'k-2' }, async () => ({ other: true }));
+    expect(serializer.serialize).toHaveBeenCalledTimes(1);
+    expect(serializer.deserialize).toHaveBeenCalledWith('{"other":true}');
+  });
+
   it('keeps scopes apart', async () => {
     const store = memoryStore();
     const resolver = vi.fn(async () => 'ok');
