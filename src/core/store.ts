@@ -103,7 +103,10 @@ export interface TransactionSession<Tx> {
   /**
    * Inserts an `IN_PROGRESS` record atomically (no read-then-insert window). When the key exists,
    * waits for whichever transaction holds it and returns the committed record, locked until this
-   * transaction ends; the caller decides (`decide`) whether to replay it or take it over.
+   * transaction ends; the caller decides (`decide`) whether to replay it or take it over. Throws
+   * `IdempotencyKeyInProgressError` when the database stopped waiting for that transaction first
+   * (a lock or statement timeout): nothing was written, and the caller answers as when its own wait
+   * runs out.
    */
   claim(request: ClaimRequest): Promise<ClaimOutcome>;
   /** Replaces a record that `claim` returned and locked (no longer live); returns `firstSeenAt`. */

@@ -121,7 +121,15 @@ async function claimOrTakeOver<T, Tx>(
   abandoned: () => boolean,
 ): Promise<{ firstSeenAt: Date } | { answer: () => IdempotentResult<T> }> {
   const claimRequest = { ...call.request, ttlMs: call.ttlMs };
-  const claimed: ClaimOutcome = await session.claim(claimRequest);
+  let claimed: ClaimOutcome;
+  try {
+    claimed = await session.claim(claimRequest);
+  } catch (error) {
+    if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
+    // The database stopped waiting for the transaction that holds the key before we did.
+    call.emit('in_progress');
+    throw stillRunning(call, error);
+  }
   // We already answered IN_PROGRESS: roll back without running anything.
   if (abandoned()) throw new AbandonedClaim();
   if (claimed.claimed) {
@@ -180,9 +188,14 @@ function keyOf<T, Tx>(call: Call<T, Tx>): { scope: string; key: string } {
   return { scope: call.request.scope, key: call.request.key };
 }
 
-function stillRunning<T, Tx>(call: Call<T, Tx>): IdempotencyKeyInProgressError {
+/** The answer to a call that waited for its key's holder: without `cause`, for `waitTimeoutMs`. */
+function stillRunning<T, Tx>(call: Call<T, Tx>, cause?: unknown): IdempotencyKeyInProgressError {
   return new IdempotencyKeyInProgressError(call.retryAfterMs, {
-    message: `A request with this idempotency key is still running after ${call.waitTimeoutMs} ms`,
+    message:
+      cause === undefined
+        ? `A request with this idempotency key is still running after ${call.waitTimeoutMs} ms`
+        : 'A request with this idempotency key is still running (the database stopped waiting for it)',
+    cause,
   });
 }
 

@@ -92,6 +92,34 @@ export function isWriteConflict(error: unknown): boolean {
   return false;
 }
 
+/**
+ * PostgreSQL's `lock_not_available` (`lock_timeout`) and `query_canceled` (`statement_timeout`, or
+ * a cancel); MariaDB/MySQL's lock wait timeout (`innodb_lock_wait_timeout`, 1205), MariaDB's
+ * `max_statement_time` (1969) and MySQL's `max_execution_time` (3024).
+ */
+const POSTGRES_TIMEOUT_STATES = new Set<unknown>(['55P03', '57014']);
+const MYSQL_TIMEOUT_ERRNOS = new Set<number>([1205, 1969, 3024]);
+
+/**
+ * The database stopped waiting: a statement outlived the lock or statement timeout the session
+ * sets. The statement did nothing.
+ */
+export function isTimeout(error: unknown): boolean {
+  for (const node of chainOf(error)) {
+    const { code, kind, meta } = node;
+    if (kind === 'postgres' && POSTGRES_TIMEOUT_STATES.has(code)) return true;
+    if (kind === 'mysql' && MYSQL_TIMEOUT_ERRNOS.has(Number(code))) return true;
+    // A raw query's error (P2010) carries the database's code in `meta`.
+    const databaseCode = code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : undefined;
+    if (POSTGRES_TIMEOUT_STATES.has(databaseCode) || MYSQL_TIMEOUT_ERRNOS.has(Number(databaseCode)))
+      return true;
+    // A mariadb connector error that no adapter converted.
+    if (typeof node.errno === 'number' && 'sqlState' in node && MYSQL_TIMEOUT_ERRNOS.has(node.errno))
+      return true;
+  }
+  return false;
+}
+
 /** SQLite: another connection holds the lock (`SQLITE_BUSY`, `SQLITE_BUSY_SNAPSHOT`, ...). */
 export function isBusy(error: unknown): boolean {
   for (const { originalCode } of chainOf(error)) {

@@ -1,5 +1,5 @@
 import { Decimal } from '@prisma/client/runtime/client';
-import { IdempotencyKeyInvalidError } from '../core/errors.js';
+import { IdempotencyKeyInProgressError, IdempotencyKeyInvalidError } from '../core/errors.js';
 import { withLocalCache } from '../core/record-cache.js';
 import { type Serializer, superjsonSerializer } from '../core/serializer.js';
 import type {
@@ -21,6 +21,7 @@ import {
 } from './client.js';
 import {
   abortedByDatabase,
+  isTimeout,
   retryingTransaction,
   standalone,
   unavailableOnConnectionError,
@@ -266,12 +267,22 @@ export function prismaStore<Client extends PrismaClientLike>(
       async claim(claim) {
         const { scope, key } = claim;
         storable(scope, key);
-        for (let attempt = 0; attempt < 3; attempt++) {
-          const firstSeenAt = await createdAt(own, statements.claim(claim), scope, key);
-          if (firstSeenAt) return { claimed: true, firstSeenAt, tookOver: false };
-          const existing = await recordOf(own, statements.findLocked(scope, key));
-          if (existing) return { claimed: false, existing };
-          // Gone between the two statements (swept, or its lease released): claim again.
+        try {
+          for (let attempt = 0; attempt < 3; attempt++) {
+            const firstSeenAt = await createdAt(own, statements.claim(claim), scope, key);
+            if (firstSeenAt) return { claimed: true, firstSeenAt, tookOver: false };
+            const existing = await recordOf(own, statements.findLocked(scope, key));
+            if (existing) return { claimed: false, existing };
+            // Gone between the two statements (swept, or its lease released): claim again.
+          }
+        } catch (error) {
+          // Both statements wait for the transaction that holds the key; a lock or statement
+          // timeout of the session that ends the wait means that transaction is still running.
+          if (!isTimeout(error)) throw error;
+          throw new IdempotencyKeyInProgressError(0, {
+            message: 'The database stopped waiting for the transaction that holds the idempotency key',
+            cause: error,
+          });
         }
         // A conflict on a row that cannot be read back: the column is narrower than the value
         // (MySQL's INSERT IGNORE truncates with a warning instead of failing), or it compares

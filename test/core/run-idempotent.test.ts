@@ -168,6 +168,28 @@ describe('runIdempotent (memory store)', () => {
     expect(serializer.deserialize).toHaveBeenCalledWith('{"other":true}');
   });
 
+  it("answers a claim the store's database stopped waiting for as its own wait running out", async () => {
+    const inner = memoryStore();
+    const stopped = new IdempotencyKeyInProgressError(0, { message: 'lock timeout' });
+    const store = {
+      ...inner,
+      transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
+        inner.transaction!((session) =>
+          work({ ...session, claim: () => Promise.reject(stopped) }),
+        ) as Promise<T>,
+    };
+    const events: IdempotencyEvent[] = [];
+    const resolver = vi.fn(async () => 'ran');
+    const error = await runIdempotent(
+      { ...base(), store, retryAfterMs: 2_500, onEvent: (e) => events.push(e) },
+      resolver,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
+    expect(error).toMatchObject({ retryAfterMs: 2_500, cause: stopped });
+    expect(events.map((e) => e.type)).toContain('in_progress');
+    expect(resolver).not.toHaveBeenCalled();
+  });
+
   it('keeps scopes apart', async () => {
     const store = memoryStore();
     const resolver = vi.fn(async () => 'ok');
