@@ -47,21 +47,19 @@ const SQLITE_EXPIRED_RANGES =
 
 /**
  * Deletes at most `batchSize` sweepable records of `table` (SQL, see `recordsTable`) in one short
- * statement (MySQL/MariaDB: selects them, for `sweepBatchDelete`). `batchSize` is written into the
- * SQL (a validated integer): not every driver binds `LIMIT ?`.
+ * statement. `batchSize` is written into the SQL (a validated integer): not every driver binds
+ * `LIMIT ?`.
  */
 export function sweepStatement(provider: Provider, batchSize: number, table = RECORDS_TABLE): string {
-  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
-    throw new RangeError('batchSize must be a positive integer');
-  }
+  batchLimit(batchSize);
   const condition = sweepable(provider);
   switch (provider) {
     case 'mysql':
-      // Keys to delete, skipping rows another transaction holds (a takeover whose resolver runs):
-      // a DELETE that waited on such a row kept the batch's other rows locked, and their claims
-      // waited for an unrelated resolver. `sweepBatchDelete` then deletes them. SKIP LOCKED needs
-      // MariaDB 10.6 / MySQL 8.0.
-      return `SELECT scope, idempotency_key FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
+      // A DELETE that waited on a row another transaction holds (a takeover whose resolver runs)
+      // kept the batch's other rows locked, and their claims waited for an unrelated resolver.
+      // With no lock wait it fails at once instead (1205, `isTimeout`), rolled back, and
+      // the sweep picks that batch around the held rows (`sweepPick`). SET STATEMENT is MariaDB's.
+      return `SET STATEMENT innodb_lock_wait_timeout = 0 FOR DELETE FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
     case 'sqlite':
       return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
     default: {
@@ -75,7 +73,24 @@ export function sweepStatement(provider: Provider, batchSize: number, table = RE
 }
 
 /**
- * MySQL/MariaDB: deletes the keys `sweepStatement` picked, by primary key (so it locks those rows
+ * MySQL/MariaDB, for a batch whose `DELETE` met a row another transaction holds: at most
+ * `batchSize` sweepable keys of `table`, skipping the rows others hold (SKIP LOCKED, MariaDB 10.6),
+ * for `sweepBatchDelete`.
+ */
+export function sweepPick(batchSize: number, table = RECORDS_TABLE): string {
+  return `SELECT scope, idempotency_key FROM ${table} WHERE ${sweepable('mysql')} ORDER BY expires_at LIMIT ${batchLimit(batchSize)} FOR UPDATE SKIP LOCKED`;
+}
+
+/** `batchSize`, checked before it is written into SQL. */
+function batchLimit(batchSize: number): number {
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+    throw new RangeError('batchSize must be a positive integer');
+  }
+  return batchSize;
+}
+
+/**
+ * MySQL/MariaDB: deletes the keys `sweepPick` picked, by primary key (so it locks those rows
  * only), each still sweepable: a record taken over since it was picked is live again and stays.
  */
 export function sweepBatchDelete(

@@ -1,6 +1,6 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
-import { standalone } from './database-errors.js';
-import { sweepBatchDelete, sweepStatement } from './maintenance-sql.js';
+import { isTimeout, standalone } from './database-errors.js';
+import { sweepBatchDelete, sweepPick, sweepStatement } from './maintenance-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { stepSweepStatement } from './step-sql.js';
 
@@ -51,12 +51,17 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   const statement = sweepStatement(provider, batchSize, tables.records);
   /** One batch: how many records it deleted, and how many it found to delete. */
   const batch = async (): Promise<{ count: number; found: number }> => {
-    if (provider !== 'mysql') {
+    try {
       const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
       return { count, found: count };
+    } catch (error) {
+      // MySQL/MariaDB: the batch's DELETE met a row another transaction holds and did not wait.
+      if (provider !== 'mysql' || !isTimeout(error)) throw error;
     }
     const keys = await standalone(prisma, provider, (client) =>
-      client.$queryRawUnsafe<{ scope: string; idempotency_key: string }[]>(statement),
+      client.$queryRawUnsafe<{ scope: string; idempotency_key: string }[]>(
+        sweepPick(batchSize, tables.records),
+      ),
     );
     if (keys.length === 0) return { count: 0, found: 0 };
     const { text, values } = sweepBatchDelete(tables.records, keys);

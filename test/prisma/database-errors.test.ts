@@ -10,6 +10,7 @@ import {
   classify,
   type DatabaseFailure,
   isDatabaseError,
+  isTimeout,
   retryingTransaction,
   STATEMENT_CONFLICT_RETRIES,
   standalone,
@@ -331,6 +332,27 @@ describe('classify', () => {
 
   it('does not take a gateway’s network error for a database error', () => {
     expect(isDatabaseError(gatewayDown())).toBe(false);
+  });
+});
+
+describe('isTimeout', () => {
+  it('tells a lock or statement timeout, on either database, from a deadlock and other failures', () => {
+    const lockWait = 'Lock wait timeout exceeded; try restarting transaction';
+    expect(isTimeout(rawQueryFailed('1205', lockWait, mysql(1205, lockWait, 'HY000')))).toBe(true);
+    const statement = 'Query execution was interrupted (max_statement_time exceeded)';
+    expect(isTimeout(rawQueryFailed('1969', statement, mysql(1969, statement, '70100')))).toBe(true);
+    const lockTimeout = 'canceling statement due to lock timeout';
+    expect(isTimeout(rawQueryFailed('55P03', lockTimeout, postgres('55P03', lockTimeout, 'ERROR')))).toBe(
+      true,
+    );
+    const canceled = 'canceling statement due to statement timeout';
+    expect(isTimeout(rawQueryFailed('57014', canceled, postgres('57014', canceled, 'ERROR')))).toBe(true);
+
+    const deadlock = 'Deadlock found when trying to get lock; try restarting transaction';
+    expect(isTimeout(rawQueryFailed('1213', deadlock, mysql(1213, deadlock, '40001')))).toBe(false);
+    const aborted = 'current transaction is aborted, commands ignored until end of transaction block';
+    expect(isTimeout(rawQueryFailed('25P02', aborted, postgres('25P02', aborted, 'ERROR')))).toBe(false);
+    expect(isTimeout(new Error('card declined'))).toBe(false);
   });
 });
 

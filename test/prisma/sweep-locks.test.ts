@@ -18,7 +18,7 @@ function sweepNextToTakeover(db: TestDatabase) {
     await Promise.all([prisma?.$disconnect(), sweeper?.$disconnect()]);
   });
 
-  it('skips the record a running takeover holds, so claims of the keys it swept do not wait for that resolver', async () => {
+  it('skips the record a running takeover holds: it deletes the others without waiting for that resolver, and their claims do not wait either', async () => {
     const store = prismaStore(prisma);
     const scope = uniqueScope('sweep-locks');
     const claim = (key: string, ttlMs: number) => ({
@@ -47,17 +47,25 @@ function sweepNextToTakeover(db: TestDatabase) {
       await session.complete({ scope, key: 'b', result: '"new"', resultIsError: false, ttlMs: 3_600_000 });
     });
     await tookOver.opened;
-    const sweeping = sweepExpired(sweeper);
+    let released = false;
+    const release = () => {
+      released = true;
+      finish.open();
+    };
+    const sweeping = sweepExpired(sweeper).then(() => ({ beforeRelease: !released }));
     await new Promise((resolve) => setTimeout(resolve, 300)); // the sweep's DELETE is under way
     // A retry of a claims it: it must not wait on a sweep that waits on b's resolver.
     const started = performance.now();
-    const unblock = setTimeout(() => finish.open(), 3_000);
-    await store.transaction!(async (session) => session.claim(claim('a', 3_600_000)));
+    const unblock = setTimeout(release, 3_000);
+    const reclaimed = await store.transaction!(async (session) => session.claim(claim('a', 3_600_000)));
     const waitedMs = performance.now() - started;
     clearTimeout(unblock);
-    finish.open();
+    release();
     await running;
-    await sweeping;
+    const swept = await sweeping;
     expect(waitedMs).toBeLessThan(1_500);
+    // The sweep finished while b's resolver still ran, and had deleted a: the claim wrote it anew.
+    expect(swept.beforeRelease).toBe(true);
+    expect(reclaimed.claimed).toBe(true);
   });
 }

@@ -103,6 +103,33 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect(await countRecords(prisma, db.provider, one)).toBe(2);
   });
 
+  // SQLite has one writer: its sweeps never run at once.
+  it.skipIf(shared.provider === 'sqlite')(
+    'runs on several servers at once: concurrent sweeps delete every expired record between them, once',
+    async () => {
+      const scope = uniqueScope('sweep');
+      const now = await databaseNow(prisma, db.provider);
+      await insertRecords(prisma, db.provider, [
+        ...Array.from({ length: 3_000 }, (_, i) => ({
+          scope,
+          key: `expired-${i}`,
+          expiresAt: new Date(at('2000-01-01T00:00:00Z').getTime() + i * 1_000),
+        })),
+        { scope, key: 'live', expiresAt: new Date(now + DAY) },
+      ]);
+      const others = await Promise.all([connect(isolated.db), connect(isolated.db)]);
+      try {
+        const counts = await Promise.all(
+          [prisma, ...others].map((client) => sweepExpired(client, { batchSize: 250 })),
+        );
+        expect(counts.reduce((a, b) => a + b, 0)).toBe(3_000);
+        expect(await storedKeys(prisma)).toEqual(['live']);
+      } finally {
+        await Promise.all(others.map((client) => client.$disconnect()));
+      }
+    },
+  );
+
   it('deletes the durable steps of the records it sweeps with them, in batches, and keeps the others', async () => {
     const scope = uniqueScope('sweep');
     const now = await databaseNow(prisma, db.provider);
