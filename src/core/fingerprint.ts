@@ -131,13 +131,11 @@ class CanonicalWriter {
   /** Own enumerable string-keyed members, in canonical order (see `Members`); `undefined` ones left out. */
   private fields(object: object, depth: number): string {
     const members = this.membersOf(Object.keys(object), depth);
-    const values = ownValues(object, members.keys.length);
     let text = '{';
     for (let i = 0; i < members.sorted.length; i++) {
-      const member =
-        values === undefined
-          ? (object as Record<string, unknown>)[members.sorted[i]!]
-          : values[members.positions[i]!];
+      // Read one by one, in canonical order, between writes: a getter's side effects then happen
+      // as they always did, so the text stays what earlier versions wrote for any input.
+      const member = (object as Record<string, unknown>)[members.sorted[i]!];
       if (member === undefined) continue;
       // Appended piece by piece: a template would first join the pieces into a string of their own.
       text += members.name(i, text.length > 1);
@@ -215,22 +213,20 @@ class CanonicalWriter {
 
 /**
  * An object's keys in canonical order (by UTF-16 code units, which is what `sort()` compares), and
- * each one's quoted name with its colon. User keys starting with `$` get one more, so no tag can be
- * forged (which keeps their order: the sort can run on the keys as they are). A name is quoted when
- * its member is first written, so a key with a lone surrogate is refused exactly when each object
- * sorted and quoted its own keys: only if its member is not `undefined`, after the members before it.
+ * each one's quoted name with its colon (and with a comma before it, for a member after another).
+ * User keys starting with `$` get one more, so no tag can be forged (which keeps their order: the
+ * sort can run on the keys as they are). A name is quoted when its member is first written, so a
+ * key with a lone surrogate is refused exactly when each object sorted and quoted its own keys: only
+ * if its member is not `undefined`, after the members before it.
  */
 class Members {
   readonly sorted: string[];
-  /** Where each sorted key is in `keys`, so in `Object.values()`. */
-  readonly positions: number[];
   private readonly names: string[] = [];
   /** The names with a comma before them, for every member but the first written. */
   private readonly laterNames: string[] = [];
 
   constructor(readonly keys: string[]) {
     this.sorted = keys.slice().sort();
-    this.positions = this.sorted.map((key) => keys.indexOf(key));
   }
 
   /** `"name":`, or `,"name":` after another member, quoted when first asked for. */
@@ -247,18 +243,6 @@ class Members {
 
 /** How many sets of keys `membersOf` keeps for each depth. */
 const RECENT_MEMBERS = 4;
-
-/**
- * An object's member values in `Object.keys()` order: one call instead of a lookup by name per
- * member. `undefined` when they might not line up with the keys
- * just read: a proxy answers each call its own way, and a getter that removes a member makes the
- * list shorter (it cannot add one: the list follows the keys as they were when it started).
- */
-function ownValues(object: object, keyCount: number): unknown[] | undefined {
-  if (types.isProxy(object)) return undefined;
-  const values = Object.values(object);
-  return values.length === keyCount ? values : undefined;
-}
 
 function sameKeys(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;
