@@ -125,6 +125,8 @@ async function claimOrTakeOver<T, Tx>(
   try {
     claimed = await session.claim(claimRequest);
   } catch (error) {
+    // Our own wait ran out first and already answered IN_PROGRESS.
+    if (abandoned()) throw new AbandonedClaim();
     if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
     // The database stopped waiting for the transaction that holds the key before we did.
     call.emit('in_progress');
@@ -167,7 +169,14 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
   tracking?.start('store');
   const stored = await call.store.transaction!(async (session) => {
     const claimRequest = { ...call.request, ttlMs: call.ttlMs };
-    const claimed = await session.claim(claimRequest);
+    let claimed: ClaimOutcome;
+    try {
+      claimed = await session.claim(claimRequest);
+    } catch (failure) {
+      // A retry holds the key (the database stopped waiting for it): it answers for the key now.
+      if (failure instanceof IdempotencyKeyInProgressError) return false;
+      throw failure;
+    }
     if (!claimed.claimed) {
       const { kind } = decide(claimed.existing, call.request);
       if (kind !== 'takeOver') return false;

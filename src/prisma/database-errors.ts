@@ -1,4 +1,8 @@
-import { IdempotencyStoreUnavailableError, IdempotencyTransactionExpiredError } from '../core/errors.js';
+import {
+  IdempotencyStoreUnavailableError,
+  IdempotencyTransactionExpiredError,
+  isIdempotencyError,
+} from '../core/errors.js';
 import type { PrismaClientLike, PrismaQueryable, PrismaTransactionOptions, Provider } from './client.js';
 import { DirectStatementError, TransactionClosedError } from './direct-statements.js';
 
@@ -102,7 +106,8 @@ const MYSQL_TIMEOUT_ERRNOS = new Set<number>([1205, 1969, 3024]);
 
 /**
  * The database stopped waiting: a statement outlived the lock or statement timeout the session
- * sets. The statement did nothing.
+ * sets. The statement did nothing. A `statement_timeout` (57014) may also end a statement that was
+ * only slow, and a cancel (`pg_cancel_backend`) raises the same code.
  */
 export function isTimeout(error: unknown): boolean {
   for (const node of chainOf(error)) {
@@ -381,8 +386,13 @@ export async function retryingTransaction<T>(
       try {
         return await work();
       } catch (error) {
-        // Only an error that does not already say what happened to the database is worth the question.
-        const unexplained = aborted !== undefined && classify(databaseErrorIn(error)) === undefined;
+        // Only an error that does not already say what happened to the database is worth the
+        // question; this library's own errors say what happened (a claim the database stopped
+        // waiting for, which may have rolled the whole transaction back, is the key in progress).
+        const unexplained =
+          aborted !== undefined &&
+          !isIdempotencyError(error) &&
+          classify(databaseErrorIn(error)) === undefined;
         thrown = { error, abort: unexplained ? await aborted() : undefined };
         throw error;
       }

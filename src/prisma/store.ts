@@ -277,7 +277,8 @@ export function prismaStore<Client extends PrismaClientLike>(
           }
         } catch (error) {
           // Both statements wait for the transaction that holds the key; a lock or statement
-          // timeout of the session that ends the wait means that transaction is still running.
+          // timeout of the session that ends the wait means that transaction is still running (a
+          // statement timeout may also end a claim that was only slow: nothing was written either way).
           if (!isTimeout(error)) throw error;
           throw new IdempotencyKeyInProgressError(0, {
             message: 'The database stopped waiting for the transaction that holds the idempotency key',

@@ -190,6 +190,57 @@ describe('runIdempotent (memory store)', () => {
     expect(resolver).not.toHaveBeenCalled();
   });
 
+  it('says in_progress once when its own wait runs out before the database stops waiting', async () => {
+    const inner = memoryStore();
+    const stopped = new IdempotencyKeyInProgressError(0, { message: 'lock timeout' });
+    const store = {
+      ...inner,
+      transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
+        inner.transaction!((session) =>
+          work({
+            ...session,
+            claim: () => new Promise<never>((_, reject) => setTimeout(() => reject(stopped), 150)),
+          }),
+        ) as Promise<T>,
+    };
+    const events: IdempotencyEvent[] = [];
+    vi.useFakeTimers();
+    try {
+      const call = runIdempotent(
+        { ...base(), store, waitTimeoutMs: 20, onEvent: (e) => events.push(e) },
+        async () => 'ran',
+      ).catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(20);
+      expect(await call).toBeInstanceOf(IdempotencyKeyInProgressError);
+      await vi.advanceTimersByTimeAsync(150); // the store's claim fails after the answer
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(events.filter((e) => e.type === 'in_progress')).toHaveLength(1);
+  });
+
+  it("answers the resolver's replayable error when a retry holds the key as it is stored", async () => {
+    const inner = memoryStore();
+    let transactions = 0;
+    const store = {
+      ...inner,
+      transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
+        inner.transaction!((session) =>
+          work(
+            ++transactions === 1
+              ? session
+              : { ...session, claim: () => Promise.reject(new IdempotencyKeyInProgressError(0)) },
+          ),
+        ) as Promise<T>,
+    };
+    const declined = new Error('card declined');
+    const error = await runIdempotent({ ...base(), store, replayErrors: () => true }, async () => {
+      throw declined;
+    }).catch((e: unknown) => e);
+    expect(error).toBe(declined);
+    expect(transactions).toBe(2);
+  });
+
   it('keeps scopes apart', async () => {
     const store = memoryStore();
     const resolver = vi.fn(async () => 'ok');

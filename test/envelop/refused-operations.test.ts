@@ -184,7 +184,7 @@ describe('useIdempotency refuses incremental delivery under a header key', () =>
     }
   });
 
-  it('runs the same operation without the header, and under it without @defer', async () => {
+  it('runs the same fields under a header key once without @defer, and replays them', async () => {
     const { schema, calls } = incrementalSchema();
     const { send } = yogaFor(schema, { mode: 'lease' }, { before: [useDeferStream()] });
     await send('mutation { receipt(amount: 1) { amount note } }', 'op');

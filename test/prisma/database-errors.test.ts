@@ -2,6 +2,7 @@ import { PrismaClientKnownRequestError } from '@prisma/client/runtime/client';
 import { DriverAdapterError } from '@prisma/driver-adapter-utils';
 import { describe, expect, it } from 'vitest';
 import {
+  IdempotencyKeyInProgressError,
   IdempotencyStoreUnavailableError,
   IdempotencyTransactionExpiredError,
 } from '../../src/core/errors.js';
@@ -459,6 +460,23 @@ describe('retryingTransaction', () => {
     expect(classify(error)).toBe('writeConflict');
     // Both the database's answer and the work's own error are kept.
     expect((error as Error).cause).toMatchObject({ errors: [expect.anything(), readBack] });
+  });
+
+  it("does not probe after this library's own error: a claim the database stopped waiting for is the key in progress", async () => {
+    // MariaDB with innodb_rollback_on_timeout rolls the whole transaction back on a lock wait
+    // timeout: the probe would find it gone and run the transaction again, waiting out the lock again.
+    const message = 'Lock wait timeout exceeded; try restarting transaction';
+    const inProgress = new IdempotencyKeyInProgressError(1_000, {
+      cause: rawQueryFailed('1205', message, mysql(1205, message, 'HY000')),
+    });
+    const { error, attempts, probes } = await failingEveryAttempt(
+      () => inProgress,
+      { maxRetries: 3 },
+      () => new Error('The database ended the transaction on its own: the session is no longer in one'),
+    );
+    expect(error).toBe(inProgress);
+    expect(attempts).toBe(1);
+    expect(probes).toBe(0);
   });
 
   it('rethrows the work’s error as it is when the transaction is still open', async () => {
