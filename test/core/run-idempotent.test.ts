@@ -12,6 +12,24 @@ import {
 } from '../../src/index.js';
 import { gate } from '../helpers/gate.js';
 
+/**
+ * A memory store whose transactions claim with what `claimOf` gives for the transaction's number
+ * (from 1), or with its own claim when it gives nothing.
+ */
+function claimingStore(claimOf: (nth: number) => (() => Promise<never>) | undefined) {
+  const inner = memoryStore();
+  let transactions = 0;
+  const store = {
+    ...inner,
+    transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
+      inner.transaction!((session) => {
+        const claim = claimOf(++transactions);
+        return work(claim ? { ...session, claim } : session);
+      }) as Promise<T>,
+  };
+  return { store, transactions: () => transactions };
+}
+
 const base = () => ({
   store: memoryStore(),
   scope: 'user-1',
@@ -169,15 +187,8 @@ describe('runIdempotent (memory store)', () => {
   });
 
   it("answers a claim the store's database stopped waiting for as its own wait running out", async () => {
-    const inner = memoryStore();
     const stopped = new IdempotencyKeyInProgressError(0, { message: 'lock timeout' });
-    const store = {
-      ...inner,
-      transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
-        inner.transaction!((session) =>
-          work({ ...session, claim: () => Promise.reject(stopped) }),
-        ) as Promise<T>,
-    };
+    const { store } = claimingStore(() => () => Promise.reject(stopped));
     const events: IdempotencyEvent[] = [];
     const resolver = vi.fn(async () => 'ran');
     const error = await runIdempotent(
@@ -191,18 +202,10 @@ describe('runIdempotent (memory store)', () => {
   });
 
   it('says in_progress once when its own wait runs out before the database stops waiting', async () => {
-    const inner = memoryStore();
     const stopped = new IdempotencyKeyInProgressError(0, { message: 'lock timeout' });
-    const store = {
-      ...inner,
-      transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
-        inner.transaction!((session) =>
-          work({
-            ...session,
-            claim: () => new Promise<never>((_, reject) => setTimeout(() => reject(stopped), 150)),
-          }),
-        ) as Promise<T>,
-    };
+    const { store } = claimingStore(
+      () => () => new Promise<never>((_, reject) => setTimeout(() => reject(stopped), 150)),
+    );
     const events: IdempotencyEvent[] = [];
     vi.useFakeTimers();
     try {
@@ -220,25 +223,16 @@ describe('runIdempotent (memory store)', () => {
   });
 
   it("answers the resolver's replayable error when a retry holds the key as it is stored", async () => {
-    const inner = memoryStore();
-    let transactions = 0;
-    const store = {
-      ...inner,
-      transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
-        inner.transaction!((session) =>
-          work(
-            ++transactions === 1
-              ? session
-              : { ...session, claim: () => Promise.reject(new IdempotencyKeyInProgressError(0)) },
-          ),
-        ) as Promise<T>,
-    };
+    // The first transaction runs the resolver; the second, which keeps its error, meets the hold.
+    const { store, transactions } = claimingStore((nth) =>
+      nth === 1 ? undefined : () => Promise.reject(new IdempotencyKeyInProgressError(0)),
+    );
     const declined = new Error('card declined');
     const error = await runIdempotent({ ...base(), store, replayErrors: () => true }, async () => {
       throw declined;
     }).catch((e: unknown) => e);
     expect(error).toBe(declined);
-    expect(transactions).toBe(2);
+    expect(transactions()).toBe(2);
   });
 
   it('keeps scopes apart', async () => {
