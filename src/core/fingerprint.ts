@@ -231,11 +231,12 @@ class Members {
 
   /** `"name":`, or `,"name":` after another member, quoted when first asked for. */
   name(index: number, later: boolean): string {
-    let name = (later ? this.laterNames : this.names)[index];
+    const names = later ? this.laterNames : this.names;
+    let name = names[index];
     if (name === undefined) {
       const key = this.sorted[index]!;
       name = `${later ? ',' : ''}${quoted(key.startsWith('$') ? `$${key}` : key)}:`;
-      (later ? this.laterNames : this.names)[index] = name;
+      names[index] = name;
     }
     return name;
   }

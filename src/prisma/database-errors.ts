@@ -84,16 +84,25 @@ export function classify(error: unknown): DatabaseFailure | undefined {
 
 /** A write conflict, deadlock or serialization failure: worth running the transaction again. */
 export function isWriteConflict(error: unknown): boolean {
-  for (const { code, kind, originalCode, meta } of chainOf(error)) {
+  for (const node of chainOf(error)) {
+    const { code, kind } = node;
     if (code === 'P2034' || kind === 'TransactionWriteConflict') return true;
-    // P2010 (a raw query failed) carries the database's code; CockroachDB's retry errors are 40001.
-    const databaseCode = code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : originalCode;
+    // CockroachDB's retry errors are 40001 too.
+    const databaseCode = databaseCodeOf(node);
     // PostgreSQL (and CockroachDB) serialization failure / deadlock; MySQL deadlock (Galera
     // reports a certification failure with the same 1213).
     if (databaseCode === '40001' || databaseCode === '40P01' || databaseCode === '1213' || code === 1213)
       return true;
   }
   return false;
+}
+
+/**
+ * The database's own code on one error of the chain: a driver adapter's `originalCode` (the
+ * SQLSTATE, or MySQL's error number as text), or what a failed raw query (P2010) carries in `meta`.
+ */
+function databaseCodeOf({ code, originalCode, meta }: Record<string, unknown>): unknown {
+  return code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : originalCode;
 }
 
 /**
@@ -111,11 +120,7 @@ const MYSQL_TIMEOUT_ERRNOS = new Set<number>([1205, 1969, 3024]);
  */
 export function isTimeout(error: unknown): boolean {
   for (const node of chainOf(error)) {
-    const { code, kind, meta } = node;
-    if (kind === 'postgres' && POSTGRES_TIMEOUT_STATES.has(code)) return true;
-    if (kind === 'mysql' && MYSQL_TIMEOUT_ERRNOS.has(Number(code))) return true;
-    // A raw query's error (P2010) carries the database's code in `meta`.
-    const databaseCode = code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : undefined;
+    const databaseCode = databaseCodeOf(node);
     if (POSTGRES_TIMEOUT_STATES.has(databaseCode) || MYSQL_TIMEOUT_ERRNOS.has(Number(databaseCode)))
       return true;
     // A mariadb connector error that no adapter converted.
