@@ -192,3 +192,14 @@ export const defaultErrorCodec: ErrorCodec = {
 export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** The answer to a call that waited for its key's holder: without `cause`, for `waitTimeoutMs`. */
+export function stillRunning<T, Tx>(call: Call<T, Tx>, cause?: unknown): IdempotencyKeyInProgressError {
+  return new IdempotencyKeyInProgressError(call.retryAfterMs, {
+    message:
+      cause === undefined
+        ? `A request with this idempotency key is still running after ${call.waitTimeoutMs} ms`
+        : 'A request with this idempotency key is still running (the database stopped waiting for it)',
+    cause,
+  });
+}

@@ -6,6 +6,7 @@ import {
   OWN_ERROR_BYTES,
   pause,
   ranRecord,
+  stillRunning,
   storedErrorText,
   storedText,
 } from './call.js';
@@ -18,7 +19,7 @@ import {
   isIdempotencyError,
 } from './errors.js';
 import { StepJournal } from './steps.js';
-import type { Completed, LeaseOperations, LeaseOwner } from './store.js';
+import type { ClaimOutcome, Completed, LeaseOperations, LeaseOwner } from './store.js';
 
 /**
  * Lease mode: the claim commits on its own with a lease and an owner token, the resolver runs
@@ -112,12 +113,21 @@ async function claimLease<T, Tx>(
 ): Promise<Claimed | IdempotentResult<T>> {
   const started = call.clock();
   for (let attempt = 0; attempt < 3; attempt++) {
-    const outcome = await call.store.lease.claim({
-      ...call.request,
-      ownerToken: owner.ownerToken,
-      ttlMs: call.ttlMs,
-      leaseMs: call.leaseMs,
-    });
+    let outcome: ClaimOutcome;
+    try {
+      outcome = await call.store.lease.claim({
+        ...call.request,
+        ownerToken: owner.ownerToken,
+        ttlMs: call.ttlMs,
+        leaseMs: call.leaseMs,
+      });
+    } catch (error) {
+      if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
+      // The database stopped waiting for a transaction that holds the key (a transactional call
+      // or a takeover of it): nothing was written, and the holder is still running.
+      call.emit('in_progress');
+      throw stillRunning(call, error);
+    }
     if (outcome.claimed) {
       call.emit(outcome.tookOver ? 'expired_takeover' : 'claimed');
       return { firstSeenAt: outcome.firstSeenAt, tookOver: outcome.tookOver };

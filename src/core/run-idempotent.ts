@@ -8,6 +8,7 @@ import {
   type RecordInfo,
   type Resolver,
   type ResolverClaim,
+  stillRunning,
 } from './call.js';
 import { CallTracking } from './call-tracking.js';
 import { decide, foreignRecordError } from './decide.js';
@@ -20,7 +21,7 @@ import type { IdempotencyKeySource, ObserveCall } from './observer.js';
 import { type Serializer, superjsonSerializer } from './serializer.js';
 import { heldKeys, look, waitForHolders } from './single-flight.js';
 import type { Store, StoredRecord } from './store.js';
-import { runInTransaction, stillRunning } from './transactional-runner.js';
+import { runInTransaction } from './transactional-runner.js';
 
 export type { ClaimInfo, ErrorCodec, IdempotentResult, RecordInfo, Resolver, ResolverClaim };
 export { defaultErrorCodec };

@@ -85,7 +85,10 @@ export interface LeaseOperations<Tx> {
   readonly client: Tx;
   /**
    * Inserts an `IN_PROGRESS` record locked for `leaseMs` if the key is free, or atomically takes
-   * over a record that is no longer live; otherwise returns the live record.
+   * over a record that is no longer live; otherwise returns the live record. Throws
+   * `IdempotencyKeyInProgressError` when the database stopped waiting for a transaction that holds
+   * the key (a transactional call on the same key, under a lock or statement timeout): nothing was
+   * written.
    */
   claim(request: LeaseRequest): Promise<ClaimOutcome>;
   /** Moves the lease's end to `leaseMs` from now; `false` when the lease is no longer the caller's. */

@@ -1,4 +1,12 @@
-import { answer, type Call, type IdempotentResult, ranRecord, storedErrorText, storedText } from './call.js';
+import {
+  answer,
+  type Call,
+  type IdempotentResult,
+  ranRecord,
+  stillRunning,
+  storedErrorText,
+  storedText,
+} from './call.js';
 import { decide, foreignRecordError } from './decide.js';
 import { IdempotencyKeyInProgressError } from './errors.js';
 import { type HeldKeys, hold } from './single-flight.js';
@@ -197,20 +205,7 @@ function keyOf<T, Tx>(call: Call<T, Tx>): { scope: string; key: string } {
   return { scope: call.request.scope, key: call.request.key };
 }
 
-/** The answer to a call that waited for its key's holder: without `cause`, for `waitTimeoutMs`. */
-function stillRunning<T, Tx>(call: Call<T, Tx>, cause?: unknown): IdempotencyKeyInProgressError {
-  return new IdempotencyKeyInProgressError(call.retryAfterMs, {
-    message:
-      cause === undefined
-        ? `A request with this idempotency key is still running after ${call.waitTimeoutMs} ms`
-        : 'A request with this idempotency key is still running (the database stopped waiting for it)',
-    cause,
-  });
-}
-
 /** Thrown inside a transaction whose caller already got `IDEMPOTENCY_KEY_IN_PROGRESS`. */
 class AbandonedClaim extends Error {
   override name = 'AbandonedClaim';
 }
-
-export { stillRunning };

@@ -209,18 +209,21 @@ export function prismaStore<Client extends PrismaClientLike>(
         storable(scope, key);
         // Each statement is atomic on its own; a record deleted between them (released, swept)
         // sends us round again, a few times at most.
-        for (let attempt = 0; attempt < 5; attempt++) {
-          const inserted = await committed((client) =>
-            createdAt(client, statements.leaseClaim(claim), scope, key),
-          );
-          if (inserted) return { claimed: true, firstSeenAt: inserted, tookOver: false };
-          const tookOver = await committed((client) =>
-            createdAt(client, statements.leaseTakeOver(claim), scope, key),
-          );
-          if (tookOver) return { claimed: true, firstSeenAt: tookOver, tookOver: true };
-          const existing = await committed((client) => recordOf(client, statements.find(scope, key)));
-          if (existing) return { claimed: false, existing };
-        }
+        const outcome = await waitedOut(async () => {
+          for (let attempt = 0; attempt < 5; attempt++) {
+            const inserted = await committed((client) =>
+              createdAt(client, statements.leaseClaim(claim), scope, key),
+            );
+            if (inserted) return { claimed: true, firstSeenAt: inserted, tookOver: false } as const;
+            const tookOver = await committed((client) =>
+              createdAt(client, statements.leaseTakeOver(claim), scope, key),
+            );
+            if (tookOver) return { claimed: true, firstSeenAt: tookOver, tookOver: true } as const;
+            const existing = await committed((client) => recordOf(client, statements.find(scope, key)));
+            if (existing) return { claimed: false, existing } as const;
+          }
+        });
+        if (outcome) return outcome;
         throw new Error('Could not claim the idempotency key: its record keeps disappearing');
       },
       extend: (owner, leaseMs) => changed(statements.leaseExtend(owner, leaseMs)),
@@ -267,24 +270,16 @@ export function prismaStore<Client extends PrismaClientLike>(
       async claim(claim) {
         const { scope, key } = claim;
         storable(scope, key);
-        try {
+        const outcome = await waitedOut(async () => {
           for (let attempt = 0; attempt < 3; attempt++) {
             const firstSeenAt = await createdAt(own, statements.claim(claim), scope, key);
-            if (firstSeenAt) return { claimed: true, firstSeenAt, tookOver: false };
+            if (firstSeenAt) return { claimed: true, firstSeenAt, tookOver: false } as const;
             const existing = await recordOf(own, statements.findLocked(scope, key));
-            if (existing) return { claimed: false, existing };
+            if (existing) return { claimed: false, existing } as const;
             // Gone between the two statements (swept, or its lease released): claim again.
           }
-        } catch (error) {
-          // Both statements wait for the transaction that holds the key; a lock or statement
-          // timeout of the session that ends the wait means that transaction is still running (a
-          // statement timeout may also end a claim that was only slow: nothing was written either way).
-          if (!isTimeout(error)) throw error;
-          throw new IdempotencyKeyInProgressError(0, {
-            message: 'The database stopped waiting for the transaction that holds the idempotency key',
-            cause: error,
-          });
-        }
+        });
+        if (outcome) return outcome;
         // A conflict on a row that cannot be read back: the column is narrower than the value
         // (MySQL's INSERT IGNORE truncates with a warning instead of failing), or it compares
         // case- or accent-insensitively and holds another caller's key.
@@ -305,5 +300,23 @@ export function prismaStore<Client extends PrismaClientLike>(
         return completed;
       },
     };
+  }
+}
+
+/**
+ * Runs a claim's statements. They wait for a transaction that holds the key's row (a transactional
+ * claim, a takeover); a lock or statement timeout of the session that ends that wait means the
+ * holder is still running, and the claim throws `IdempotencyKeyInProgressError` (a statement timeout
+ * may also end a claim that was only slow: nothing was written either way).
+ */
+async function waitedOut<T>(claim: () => Promise<T>): Promise<T> {
+  try {
+    return await claim();
+  } catch (error) {
+    if (!isTimeout(error)) throw error;
+    throw new IdempotencyKeyInProgressError(0, {
+      message: 'The database stopped waiting for the transaction that holds the idempotency key',
+      cause: error,
+    });
   }
 }

@@ -201,6 +201,22 @@ describe('runIdempotent (memory store)', () => {
     expect(resolver).not.toHaveBeenCalled();
   });
 
+  it('answers a lease claim the database stopped waiting for IDEMPOTENCY_KEY_IN_PROGRESS, with its retry hint', async () => {
+    const stopped = new IdempotencyKeyInProgressError(0, { message: 'lock timeout' });
+    const inner = memoryStore();
+    const store = { ...inner, lease: { ...inner.lease, claim: () => Promise.reject(stopped) } };
+    const events: IdempotencyEvent[] = [];
+    const resolver = vi.fn(async () => 'ran');
+    const error = await runIdempotent(
+      { ...base(), store, mode: 'lease', retryAfterMs: 2_500, onEvent: (e) => events.push(e) },
+      resolver,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyKeyInProgressError);
+    expect(error).toMatchObject({ retryAfterMs: 2_500, cause: stopped });
+    expect(events.filter((e) => e.type === 'in_progress')).toHaveLength(1);
+    expect(resolver).not.toHaveBeenCalled();
+  });
+
   it('says in_progress once when its own wait runs out before the database stops waiting', async () => {
     const stopped = new IdempotencyKeyInProgressError(0, { message: 'lock timeout' });
     const { store } = claimingStore(

@@ -81,6 +81,45 @@ describeEachServerDatabase('a session lock timeout', (db) => {
     expect(calls).toBe(1);
   });
 
+  it('answers a lease-mode duplicate whose claim waited out a transaction holding the key IDEMPOTENCY_KEY_IN_PROGRESS', async () => {
+    const scope = uniqueScope();
+    const options = { scope, key: 'k', operation: 'payments.create', input: { amount: '5.00' } };
+    const held = gate();
+    const claimed = gate();
+    let calls = 0;
+    const running = runIdempotent({ ...options, store: prismaStore(first) }, async (tx) => {
+      calls++;
+      claimed.open();
+      const payment = await pay(tx as Tx, scope);
+      await held.opened;
+      return { id: payment.id };
+    });
+    await claimed.opened;
+
+    // The same key in lease mode (another procedure's policy): its claim commits on its own, and
+    // its insert waits for the transaction that holds the key's row.
+    const duplicate = prismaStore(second, { mode: 'lease' });
+    const events: IdempotencyEvent[] = [];
+    const error = await runIdempotent(
+      { ...options, store: duplicate, onEvent: (e) => events.push(e) },
+      async () => {
+        calls++;
+        return { id: -1 };
+      },
+    ).catch((e: unknown) => e);
+    held.open();
+    const ran = await running;
+
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
+    expect((error as Error).cause).toMatchObject({
+      message: expect.stringContaining('database stopped waiting'),
+    });
+    expect(events.map((e) => e.type)).toEqual(['in_progress']);
+    const retry = await runIdempotent({ ...options, store: duplicate }, async () => ({ id: -1 }));
+    expect(retry).toMatchObject({ replayed: true, value: ran.value });
+    expect(calls).toBe(1);
+  });
+
   it("leaves a resolver's own lock timeout its own error, and the key free", async () => {
     const scope = uniqueScope();
     const held = gate();
