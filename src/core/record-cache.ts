@@ -132,7 +132,16 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     return Object.assign(Object.create(lease) as LeaseOperations<Tx>, {
       async claim(request: LeaseRequest) {
         const outcome = await lease.claim(request);
-        if (outcome.claimed) claims.set(request.ownerToken, { request, firstSeenAt: outcome.firstSeenAt });
+        if (outcome.claimed) {
+          claims.set(request.ownerToken, { request, firstSeenAt: outcome.firstSeenAt });
+          // Only calls in flight need theirs. One whose call neither completes nor releases (a
+          // lease ended to keep its steps, an error that could not be stored) goes once `max`
+          // newer claims came: its record is then not kept, and nothing else is lost.
+          for (const oldest of claims.keys()) {
+            if (claims.size <= max) break;
+            claims.delete(oldest);
+          }
+        }
         return outcome;
       },
       async complete(completion: Parameters<LeaseOperations<Tx>['complete']>[0]) {

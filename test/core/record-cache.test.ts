@@ -150,6 +150,27 @@ describe('withLocalCache', () => {
     expect(reads.count).toBe(before);
   });
 
+  it('remembers the lease claims of at most `max` calls, so a call that never completes is let go', async () => {
+    const { store, clock } = countedStore();
+    const cached = withLocalCache(store, { max: 2, clock });
+    const owner = (key: string) => ({ scope: 'alice', key, ownerToken: `token-${key}` });
+    for (const key of ['a', 'b', 'c']) {
+      const claimed = await cached.lease.claim({
+        ...owner(key),
+        operation: 'pay',
+        fingerprint: 'f',
+        ttlMs: 60_000,
+        leaseMs: 30_000,
+      });
+      expect(claimed.claimed).toBe(true);
+    }
+    const completion = { result: '1', resultIsError: false, ttlMs: 60_000 };
+    for (const key of ['a', 'b']) await cached.lease.complete({ ...owner(key), ...completion });
+    // a's claim went when c's came (two remembered): its record is completed, but not kept.
+    expect(cached.findCached?.('alice', 'a')).toBeNull();
+    expect(cached.findCached?.('alice', 'b')).toMatchObject({ status: 'COMPLETED', result: '1' });
+  });
+
   it('refuses a bound that is not a positive integer', () => {
     const { store } = countedStore();
     expect(() => withLocalCache(store, { max: 0 })).toThrow(RangeError);
