@@ -1,5 +1,5 @@
 import { Decimal } from '@prisma/client/runtime/client';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { type IdempotencyEvent, isIdempotencyError, runIdempotent } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachServerDatabase, type TestDatabase, uniqueScope } from '../helpers/databases.js';
@@ -36,89 +36,60 @@ describeEachServerDatabase('a session lock timeout', (db) => {
   const pay = (tx: Tx, scope: string) =>
     tx.payment.create({ data: { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' } });
 
-  it('answers a duplicate whose claim waited it out IDEMPOTENCY_KEY_IN_PROGRESS (409), and its retry replays', async () => {
-    const scope = uniqueScope();
-    const options = {
-      scope,
-      key: 'k',
-      operation: 'payments.create',
-      input: { amount: '5.00' },
-      waitTimeoutMs: 30_000,
+  /** A transactional call on the first server that holds the key (its claim uncommitted) until released. */
+  async function holdingKey(options: { scope: string; key: string; operation: string; input: unknown }) {
+    const held = gate();
+    const claimed = gate();
+    const resolver = vi.fn(async (tx: unknown) => {
+      claimed.open();
+      const payment = await pay(tx as Tx, options.scope);
+      await held.opened;
+      return { id: payment.id };
+    });
+    const running = runIdempotent({ ...options, store: prismaStore(first) }, resolver);
+    await claimed.opened;
+    return {
+      resolver,
+      release: () => {
+        held.open();
+        return running;
+      },
     };
-    const held = gate();
-    const claimed = gate();
-    let calls = 0;
-    const running = runIdempotent({ ...options, store: prismaStore(first) }, async (tx) => {
-      calls++;
-      claimed.open();
-      const payment = await pay(tx as Tx, scope);
-      await held.opened;
-      return { id: payment.id };
-    });
-    await claimed.opened;
+  }
 
-    const events: IdempotencyEvent[] = [];
-    const duplicate = prismaStore(second);
-    const error = await runIdempotent(
-      { ...options, store: duplicate, onEvent: (e) => events.push(e) },
-      async () => {
-        calls++;
-        return { id: -1 };
-      },
-    ).catch((e: unknown) => e);
+  // In lease mode (another procedure's policy on the same key) the claim commits on its own, and its
+  // insert waits for the transaction that holds the key's row all the same.
+  it.each(['transactional', 'lease'] as const)(
+    'answers a %s duplicate whose claim waited it out IDEMPOTENCY_KEY_IN_PROGRESS (409), and its retry replays',
+    async (mode) => {
+      const options = {
+        scope: uniqueScope(),
+        key: 'k',
+        operation: 'payments.create',
+        input: { amount: '5.00' },
+      };
+      const holder = await holdingKey(options);
+      const events: IdempotencyEvent[] = [];
+      const duplicate = prismaStore(second, { mode });
+      const resolver = vi.fn(async () => ({ id: -1 }));
+      const error = await runIdempotent(
+        { ...options, store: duplicate, waitTimeoutMs: 30_000, onEvent: (e) => events.push(e) },
+        resolver,
+      ).catch((e: unknown) => e);
+      const ran = await holder.release();
 
-    expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
-    // The database's wait ended it, not the store's own 30 s wait.
-    expect((error as Error).cause).toMatchObject({
-      code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
-      message: expect.stringContaining('database stopped waiting'),
-    });
-    expect(events.map((e) => e.type)).toContain('in_progress');
-    held.open();
-    const ran = await running;
-    const retry = await runIdempotent({ ...options, store: duplicate }, async () => ({ id: -1 }));
-    expect(retry).toMatchObject({ replayed: true, value: ran.value });
-    expect(calls).toBe(1);
-  });
-
-  it('answers a lease-mode duplicate whose claim waited out a transaction holding the key IDEMPOTENCY_KEY_IN_PROGRESS', async () => {
-    const scope = uniqueScope();
-    const options = { scope, key: 'k', operation: 'payments.create', input: { amount: '5.00' } };
-    const held = gate();
-    const claimed = gate();
-    let calls = 0;
-    const running = runIdempotent({ ...options, store: prismaStore(first) }, async (tx) => {
-      calls++;
-      claimed.open();
-      const payment = await pay(tx as Tx, scope);
-      await held.opened;
-      return { id: payment.id };
-    });
-    await claimed.opened;
-
-    // The same key in lease mode (another procedure's policy): its claim commits on its own, and
-    // its insert waits for the transaction that holds the key's row.
-    const duplicate = prismaStore(second, { mode: 'lease' });
-    const events: IdempotencyEvent[] = [];
-    const error = await runIdempotent(
-      { ...options, store: duplicate, onEvent: (e) => events.push(e) },
-      async () => {
-        calls++;
-        return { id: -1 };
-      },
-    ).catch((e: unknown) => e);
-    held.open();
-    const ran = await running;
-
-    expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
-    expect((error as Error).cause).toMatchObject({
-      message: expect.stringContaining('database stopped waiting'),
-    });
-    expect(events.map((e) => e.type)).toEqual(['in_progress']);
-    const retry = await runIdempotent({ ...options, store: duplicate }, async () => ({ id: -1 }));
-    expect(retry).toMatchObject({ replayed: true, value: ran.value });
-    expect(calls).toBe(1);
-  });
+      expect(error).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_PROGRESS', status: 409 });
+      // The database's wait ended it, not the store's own 30 s wait.
+      expect((error as Error).cause).toMatchObject({
+        code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
+        message: expect.stringContaining('database stopped waiting'),
+      });
+      expect(events.map((e) => e.type)).toEqual(['in_progress']);
+      const retry = await runIdempotent({ ...options, store: duplicate }, resolver);
+      expect(retry).toMatchObject({ replayed: true, value: ran.value });
+      expect([holder.resolver.mock.calls.length, resolver.mock.calls.length]).toEqual([1, 0]);
+    },
+  );
 
   it("leaves a resolver's own lock timeout its own error, and the key free", async () => {
     const scope = uniqueScope();
