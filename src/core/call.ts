@@ -203,3 +203,14 @@ export function stillRunning<T, Tx>(call: Call<T, Tx>, cause?: unknown): Idempot
     cause,
   });
 }
+
+/**
+ * What a store's claim failure answers: a claim the database stopped waiting for (the store throws
+ * `IdempotencyKeyInProgressError`: nothing was written, and the key's holder is still running) as
+ * the call's own wait running out, once `in_progress` is said; any other error as it is.
+ */
+export function claimFailure<T, Tx>(call: Call<T, Tx>, error: unknown): unknown {
+  if (!(error instanceof IdempotencyKeyInProgressError)) return error;
+  call.emit('in_progress');
+  return stillRunning(call, error);
+}

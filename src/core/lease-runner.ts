@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import {
   answer,
   type Call,
+  claimFailure,
   type IdempotentResult,
   OWN_ERROR_BYTES,
   pause,
   ranRecord,
-  stillRunning,
   storedErrorText,
   storedText,
 } from './call.js';
@@ -122,11 +122,8 @@ async function claimLease<T, Tx>(
         leaseMs: call.leaseMs,
       });
     } catch (error) {
-      if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
-      // The database stopped waiting for a transaction that holds the key (a transactional call
-      // or a takeover of it): nothing was written, and the holder is still running.
-      call.emit('in_progress');
-      throw stillRunning(call, error);
+      // E.g. the database stopped waiting for a transactional call that holds the key.
+      throw claimFailure(call, error);
     }
     if (outcome.claimed) {
       call.emit(outcome.tookOver ? 'expired_takeover' : 'claimed');

@@ -1,6 +1,7 @@
 import {
   answer,
   type Call,
+  claimFailure,
   type IdempotentResult,
   ranRecord,
   stillRunning,
@@ -135,10 +136,7 @@ async function claimOrTakeOver<T, Tx>(
   } catch (error) {
     // Our own wait ran out first and already answered IN_PROGRESS.
     if (abandoned()) throw new AbandonedClaim();
-    if (!(error instanceof IdempotencyKeyInProgressError)) throw error;
-    // The database stopped waiting for the transaction that holds the key before we did.
-    call.emit('in_progress');
-    throw stillRunning(call, error);
+    throw claimFailure(call, error);
   }
   // We already answered IN_PROGRESS: roll back without running anything.
   if (abandoned()) throw new AbandonedClaim();

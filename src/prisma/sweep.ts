@@ -49,6 +49,8 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   const provider = options.provider ?? providerOf(prisma);
   const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
   const statement = sweepStatement(provider, batchSize, tables.records);
+  /** MySQL/MariaDB: the keys of a batch whose DELETE met a held row, picked around it. */
+  const pick = provider === 'mysql' ? sweepPick(batchSize, tables.records) : '';
   /** One batch: how many records it deleted, and how many it found to delete. */
   const batch = async (): Promise<{ count: number; found: number }> => {
     try {
@@ -59,9 +61,7 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
       if (provider !== 'mysql' || !isTimeout(error)) throw error;
     }
     const keys = await standalone(prisma, provider, (client) =>
-      client.$queryRawUnsafe<{ scope: string; idempotency_key: string }[]>(
-        sweepPick(batchSize, tables.records),
-      ),
+      client.$queryRawUnsafe<{ scope: string; idempotency_key: string }[]>(pick),
     );
     if (keys.length === 0) return { count: 0, found: 0 };
     const { text, values } = sweepBatchDelete(tables.records, keys);
