@@ -90,20 +90,23 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     },
     ...(store.transaction && {
       async transaction<T>(work: (session: TransactionSession<Tx>) => Promise<T>): Promise<T> {
-        let completion: (() => void) | undefined;
+        let completion: Promise<() => void> | undefined;
         const result = await store.transaction!((session) => {
           completion = undefined; // a new attempt after a write conflict
           return work(completing(session, (keepIt) => (completion = keepIt)));
         });
-        completion?.(); // committed
+        (await completion)?.(); // committed
         return result;
       },
     }),
     lease: completingLease(store.lease),
   });
 
-  /** `session`, telling `completed` how to keep the record it completes once it commits. */
-  function completing(session: TransactionSession<Tx>, completed: (keepIt: () => void) => void) {
+  /**
+   * `session`, telling `completed` how to keep the record it completes once it commits (settled by
+   * then: the transaction awaits its completion, or rejects when it failed).
+   */
+  function completing(session: TransactionSession<Tx>, completed: (keepIt: Promise<() => void>) => void) {
     let claimed: { request: ClaimRequest; firstSeenAt: Date } | undefined;
     return Object.assign(Object.create(session) as TransactionSession<Tx>, {
       async claim(request: ClaimRequest) {
@@ -116,11 +119,17 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
         claimed = { request, firstSeenAt };
         return firstSeenAt;
       },
-      async complete(completion: Parameters<TransactionSession<Tx>['complete']>[0]) {
+      complete(completion: Parameters<TransactionSession<Tx>['complete']>[0]) {
         const sent = clock();
-        const done = await session.complete(completion);
+        const done = session.complete(completion);
         const claim = claimed;
-        if (claim) completed(() => keep(completedRecord(claim, completion, done), sent + completion.ttlMs));
+        if (claim) {
+          const keepIt = done.then(
+            (times) => () => keep(completedRecord(claim, completion, times), sent + completion.ttlMs),
+          );
+          keepIt.catch(() => undefined); // the transaction reports the failure
+          completed(keepIt);
+        }
         return done;
       },
     });

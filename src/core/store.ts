@@ -116,6 +116,15 @@ export interface TransactionSession<Tx> {
   takeOver(request: ClaimRequest): Promise<Date>;
   /** Stores the result of the claimed record. */
   complete(completion: Completion): Promise<Completed>;
+  /**
+   * Whether `work` may resolve without awaiting `complete`: the store then sends the completion
+   * with its commit (one round trip fewer), and `transaction` rejects, with nothing committed, when
+   * the completion fails. Only a database that rolls the whole transaction back after a failed
+   * statement allows it (PostgreSQL; MySQL/MariaDB and SQLite commit what ran). A session wrapped
+   * so that `complete` can fail on its own must say `false`: the store would not see that failure.
+   * @default false: `work` awaits `complete` before it resolves
+   */
+  readonly completesWithCommit?: boolean;
 }
 
 /** One step of a lease-mode call, as a store keeps it under `(scope, key, name)`. */

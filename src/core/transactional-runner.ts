@@ -15,7 +15,7 @@ import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
 
 /** What the transaction ended with: the resolver ran, or another call's record answers. */
 type Outcome<T> =
-  | { kind: 'ran'; value: T; firstSeenAt: Date; completed: Completed }
+  | { kind: 'ran'; value: T; firstSeenAt: Date; completed: Promise<Completed> }
   | { kind: 'existing'; answer: () => IdempotentResult<T> };
 
 /**
@@ -84,20 +84,22 @@ export async function runInTransaction<T, Tx>(
     tracking?.finish('resolver');
     const result = storedText(call.serializer, value, call.maxResultBytes);
     tracking?.start('store');
-    try {
-      const completed = await session.complete({
-        ...keyOf(call),
-        result,
-        resultIsError: false,
-        ttlMs: call.ttlMs,
-      });
-      if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
-      tracking?.finish('store');
-      return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
-    } catch (error) {
-      tracking?.finish('store', error);
-      throw error;
-    }
+    const completion = { ...keyOf(call), result, resultIsError: false, ttlMs: call.ttlMs };
+    const completed = session.complete(completion).then(
+      (times) => {
+        if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
+        tracking?.finish('store');
+        return times;
+      },
+      (error: unknown) => {
+        tracking?.finish('store', error);
+        throw error;
+      },
+    );
+    // Where the store sends the completion with its commit, the transaction answers for it.
+    if (session.completesWithCommit) completed.catch(() => undefined);
+    else await completed;
+    return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
   });
   // Once abandoned, nobody awaits the transaction; its rollback must not go unhandled.
   running.catch(() => undefined);
@@ -105,12 +107,9 @@ export async function runInTransaction<T, Tx>(
   try {
     const outcome = await Promise.race([running, waited]);
     if (outcome.kind === 'existing') return outcome.answer();
+    const completed = await outcome.completed;
     call.emit('completed');
-    return {
-      value: outcome.value,
-      replayed: false,
-      record: ranRecord(call, outcome.firstSeenAt, outcome.completed),
-    };
+    return { value: outcome.value, replayed: false, record: ranRecord(call, outcome.firstSeenAt, completed) };
   } catch (error) {
     if (resolverError?.error === error && call.replayErrors(error)) await storeError(call, error);
     throw error;

@@ -105,6 +105,12 @@ function databaseCodeOf({ code, originalCode, meta }: Record<string, unknown>): 
   return code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : originalCode;
 }
 
+/** Whether `error`, or an error it wraps, is the database's with SQLSTATE (or MySQL errno) `code`. */
+export function hasDatabaseCode(error: unknown, code: string): boolean {
+  for (const node of chainOf(error)) if (databaseCodeOf(node) === code) return true;
+  return false;
+}
+
 /**
  * PostgreSQL's `lock_not_available` (`lock_timeout`) and `query_canceled` (`statement_timeout`, or
  * a cancel); MariaDB/MySQL's lock wait timeout (`innodb_lock_wait_timeout`, 1205), MariaDB's

@@ -23,6 +23,7 @@ export interface RecordStatements {
   claim(claim: ClaimRequest): Sql;
   /** Replaces the record (no longer live, locked by `findLocked`) with a new claim. */
   takeOver(claim: ClaimRequest): Sql;
+  /** Stores the claimed record's result; on PostgreSQL it fails when there is no claim. */
   complete(completion: Completion): Sql;
   /** `claim` with a lease and an owner token. */
   leaseClaim(claim: LeaseRequest): Sql;
@@ -99,7 +100,13 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
       sql`UPDATE ${table} SET operation = ${c.operation}, fingerprint = ${c.fingerprint}, status = 'IN_PROGRESS', result = NULL, result_is_error = ${falseValue}, owner_token = NULL, locked_until = NULL, created_at = ${now}, completed_at = NULL, expires_at = ${inMs(c.ttlMs)} ${where(c.scope, c.key)}${returning}`,
     complete: (c) => {
       const completion = sql`status = 'COMPLETED', result = ${c.result}, result_is_error = ${bool(c.resultIsError)}, completed_at = ${now}, expires_at = ${inMs(c.ttlMs)}`;
-      if (!mysql) return sql`UPDATE ${table} SET ${completion} ${where(c.scope, c.key)}${returningTimes}`;
+      const update = sql`UPDATE ${table} SET ${completion} ${where(c.scope, c.key)}${returningTimes}`;
+      // PostgreSQL: with no claimed row the statement fails (a division by zero), which aborts the
+      // transaction, so a completion sent with the COMMIT (`completesWithCommit`) rolls it back.
+      if (provider === 'postgresql') {
+        return sql`WITH done AS (${update}) SELECT max(completed_at) AS completed_at, max(expires_at) AS expires_at, 1 / count(*) AS claimed FROM done`;
+      }
+      if (!mysql) return update;
       // MariaDB has no UPDATE … RETURNING. The claimed row, selected into itself, always collides
       // with itself, so the duplicate-key branch updates it and RETURNING gives its times in the
       // same statement; with no claimed row nothing is selected, written or returned.

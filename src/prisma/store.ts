@@ -21,6 +21,7 @@ import {
 } from './client.js';
 import {
   abortedByDatabase,
+  hasDatabaseCode,
   isTimeout,
   retryingTransaction,
   standalone,
@@ -142,7 +143,8 @@ export function prismaStore<Client extends PrismaClientLike>(
       return unavailableOnConnectionError(() => recordOf(reader, statements.find(scope, key)));
     },
 
-    transaction: (work) => interactive((tx, own) => work(sessionOf(tx, own)), { askIfAborted: true }),
+    transaction: (work) =>
+      interactive((tx, own, withCommit) => work(sessionOf(tx, own, withCommit)), { askIfAborted: true }),
 
     lease: leaseOperations(),
     steps: stepOperations(),
@@ -173,23 +175,45 @@ export function prismaStore<Client extends PrismaClientLike>(
    * `retryingTransaction`; `askIfAborted`: whether the database aborted it when the work fails with
    * an error of its own). `own` is where the store's own statements go: straight to the driver
    * adapter's transaction when the client's adapter lets them (`directStatements`), else `tx`.
+   *
+   * `withCommit` takes a statement of the store's that `work` sent on PostgreSQL straight to the
+   * driver adapter and does not await: the connection sends Prisma's `COMMIT` after it, and the
+   * transaction fails when it failed, as the database then answered `COMMIT` with a rollback.
+   * Absent where a statement cannot be sent that way: through the client, Prisma could send its
+   * `COMMIT` first; MySQL/MariaDB and SQLite would commit the rest of the transaction without it.
    */
   function interactive<T>(
-    work: (tx: Tx & PrismaQueryable, own: PrismaQueryable) => Promise<T>,
+    work: (tx: Tx & PrismaQueryable, own: PrismaQueryable, withCommit?: WithCommit) => Promise<T>,
     { askIfAborted = false } = {},
   ): Promise<T> {
     return retryingTransaction(
-      (inside) =>
-        openTransaction((opening) =>
+      async (inside) => {
+        let sentWithCommit: Promise<unknown> | undefined;
+        const withCommit: WithCommit = (sent) => {
+          sent.catch(() => undefined); // awaited below, unless the transaction fails first
+          sentWithCommit = sent;
+        };
+        const value = await openTransaction((opening) =>
           prisma.$transaction(
             (tx: Tx & PrismaQueryable) =>
               inside(
-                () => work(tx, opening.direct ? queryableOf(opening.direct) : tx),
+                () =>
+                  opening.direct
+                    ? work(
+                        tx,
+                        queryableOf(opening.direct),
+                        provider === 'postgresql' ? withCommit : undefined,
+                      )
+                    : work(tx, tx),
                 askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
               ),
             transactionOptions,
           ),
-        ),
+        );
+        // Answered before the COMMIT was, on the same connection.
+        await sentWithCommit;
+        return value;
+      },
       { maxRetries, busyWaitMs: transactionOptions.maxWait },
     );
   }
@@ -263,10 +287,18 @@ export function prismaStore<Client extends PrismaClientLike>(
     };
   }
 
-  /** The claim's transaction: `tx` for the resolver, `own` for the store's statements. */
-  function sessionOf(tx: Tx, own: PrismaQueryable): TransactionSession<Tx> {
+  /**
+   * The claim's transaction: `tx` for the resolver, `own` for the store's statements, `withCommit`
+   * for a completion sent with the commit (see `interactive`).
+   */
+  function sessionOf(
+    tx: Tx,
+    own: PrismaQueryable,
+    withCommit: WithCommit | undefined,
+  ): TransactionSession<Tx> {
     return {
       tx,
+      completesWithCommit: withCommit !== undefined,
       async claim(claim) {
         const { scope, key } = claim;
         storable(scope, key);
@@ -292,15 +324,31 @@ export function prismaStore<Client extends PrismaClientLike>(
         if (!firstSeenAt) throw new Error('The idempotency record to take over is gone');
         return firstSeenAt;
       },
-      async complete(completion) {
+      complete(completion) {
         const { scope, key } = completion;
-        const completed = await completedTimes(own, statements.complete(completion), scope, key);
-        // Throwing rolls the resolver's writes back with the claim: never an effect without its record.
-        if (!completed) throw new Error('The idempotency claim was not found to store its result');
+        // Failing rolls the resolver's writes back with the claim: never an effect without its record.
+        const completed = completedTimes(own, statements.complete(completion), scope, key).then(
+          (times) => times ?? Promise.reject(claimNotFound()),
+          (error: unknown) => {
+            // PostgreSQL's statement fails when it finds no claim (see `recordStatements`).
+            throw hasDatabaseCode(error, DIVISION_BY_ZERO) ? claimNotFound(error) : error;
+          },
+        );
+        withCommit?.(completed);
         return completed;
       },
     };
   }
+}
+
+/** Takes a statement sent but not awaited, to be awaited once the transaction committed. */
+type WithCommit = (sent: Promise<unknown>) => void;
+
+/** PostgreSQL's `division_by_zero`, which its completion raises when it finds no claim. */
+const DIVISION_BY_ZERO = '22012';
+
+function claimNotFound(cause?: unknown): Error {
+  return new Error('The idempotency claim was not found to store its result', { cause });
 }
 
 /**

@@ -140,6 +140,8 @@ describeEachDatabase('concurrent duplicates', (db) => {
           inner.transaction!((session) =>
             work({
               ...session,
+              // A completion that fails on its own, which the store cannot see: awaited before the commit.
+              completesWithCommit: false,
               async complete(completion) {
                 const completed = await session.complete(completion);
                 if (!failAfterStoring) return completed;

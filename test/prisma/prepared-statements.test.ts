@@ -71,7 +71,7 @@ interface Prepared {
       );
     expect(named(client)).toEqual({
       'INSERT INTO idempotency_records': expect.stringMatching(/^im_[0-9a-f]{20}$/),
-      'UPDATE idempotency_records SET': expect.stringMatching(/^im_[0-9a-f]{20}$/),
+      'WITH done AS': expect.stringMatching(/^im_[0-9a-f]{20}$/), // the completion
     });
     expect(named(onReads)).toEqual({ 'SELECT scope, idempotency_key,': expect.stringMatching(/^im_/) });
     for (const { name, statement } of [...client, ...onReads]) {

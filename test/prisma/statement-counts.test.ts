@@ -36,9 +36,12 @@ const url = process.env.TEST_POSTGRES_URL;
     return { prisma, sent, pool };
   }
 
-  /** The statement's verb and table: enough to tell every step apart. */
+  /** The statement's verb and table: enough to tell every step apart (an `UPDATE` inside `WITH` too). */
   function summary(text: string): string {
-    const words = text.replace(/\s+/g, ' ').trim();
+    const words = text
+      .replace(/\s+/g, ' ')
+      .trim()
+      .replace(/^WITH \w+ AS \(/i, '');
     const verb = words.split(' ')[0]!.toUpperCase();
     const table = /\b(?:FROM|INTO|UPDATE)\s+"?(?:public"?\."?)?"?(\w+)/i.exec(words)?.[1];
     const lock = /\bFOR (SHARE|UPDATE)\b/i.exec(words)?.[0];

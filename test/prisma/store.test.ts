@@ -111,6 +111,40 @@ describeEachDatabase('prismaStore', (db) => {
     expect(await paymentsOf(scope)).toBe(1);
   });
 
+  it('commits nothing when the result finds no claim to complete: the resolver deleted it', async () => {
+    const scope = uniqueScope();
+    const run = runIdempotent(
+      { store, scope, key: 'k', operation: 'payments.create', input: {} },
+      async (tx) => {
+        await tx.payment.create({ data: { userId: scope, amount: new Decimal('1'), currency: 'EUR' } });
+        await tx.$executeRaw`DELETE FROM idempotency_records WHERE scope = ${scope}`;
+        return 'ok';
+      },
+    );
+    await expect(run).rejects.toThrow('The idempotency claim was not found to store its result');
+    expect(await paymentsOf(scope)).toBe(0);
+    expect(await recordOf(scope, 'k')).toBeNull();
+  });
+
+  // On PostgreSQL a failed statement aborts the transaction: the result cannot be stored, and the
+  // COMMIT after it rolls back. (MariaDB and SQLite carry on: the rest commits, record included.)
+  if (db.provider === 'postgresql') {
+    it('commits nothing when the resolver swallowed a failed statement of its transaction', async () => {
+      const scope = uniqueScope();
+      const run = runIdempotent(
+        { store, scope, key: 'k', operation: 'payments.create', input: {} },
+        async (tx) => {
+          await tx.payment.create({ data: { userId: scope, amount: new Decimal('1'), currency: 'EUR' } });
+          await tx.$executeRaw`SELECT 1 / 0`.catch(() => undefined);
+          return 'ok';
+        },
+      );
+      await expect(run).rejects.toThrow(/current transaction is aborted/);
+      expect(await paymentsOf(scope)).toBe(0);
+      expect(await recordOf(scope, 'k')).toBeNull();
+    });
+  }
+
   it('rejects the same key with another input as a mismatch and leaves the record as it was', async () => {
     const scope = uniqueScope();
     await createPayment(scope, 'k', '10.00').run();
