@@ -1,3 +1,5 @@
+import type { Writable } from 'node:stream';
+
 /**
  * The part of a `pg` client class `lazyBegin` needs: `pg.Client` itself, or a subclass of it.
  * Structural, so this package needs no `pg` import (nor its types) to offer it.
@@ -26,12 +28,16 @@ const begun = { command: 'BEGIN', rowCount: null, oid: null, rows: [], fields: [
  * Nothing runs outside the transaction: the statements that follow `BEGIN` are queued behind it on
  * the same connection, and `BEGIN` fails only when that connection fails, or is inside a failed
  * transaction, where every statement queued behind it fails too. Its failure is then the next
- * statement's. Without `pipeline: true` (or on an older `pg`) the client is `pg.Client` unchanged.
+ * statement's. The statements a connection is given in one tick of the event loop also go out in
+ * one socket write. Without `pipeline: true` (or on an older `pg`) the client is `pg.Client`
+ * unchanged.
  */
 export function lazyBegin<C extends PgClientClass>(Client: C): C {
   return class LazyBeginClient extends Client {
     /** The unanswered `BEGIN`, whose failure belongs to the statement after it. */
     #begin: Promise<unknown> | undefined;
+    /** Whether this tick's writes are being held back. */
+    #corked = false;
 
     override query(...args: unknown[]): unknown {
       const [config] = args;
@@ -40,6 +46,7 @@ export function lazyBegin<C extends PgClientClass>(Client: C): C {
         typeof args.at(-1) !== 'function' &&
         typeof (config as { submit?: unknown } | undefined)?.submit !== 'function';
       if (!this.pipeline || !promised) return super.query(...args);
+      this.#corkForTick();
       if (typeof text === 'string' && /^\s*BEGIN\s*;?\s*$/i.test(text)) {
         const sent = super.query(...args) as Promise<unknown>;
         // Observed here so it is never unhandled; the next statement reports it.
@@ -58,6 +65,23 @@ export function lazyBegin<C extends PgClientClass>(Client: C): C {
           throw error;
         },
       );
+    }
+
+    /**
+     * Holds the connection's writes back until this tick ends, so that the statements given to it
+     * in one tick (`BEGIN` and the claim; a transactional call's result and the `COMMIT`) go out in
+     * one write: one system call here, one read for the server. Through `pg`'s socket
+     * (`connection.stream`, which `pg` does not document); without one nothing is held back.
+     */
+    #corkForTick(): void {
+      const stream = (this as { connection?: { stream?: Partial<Writable> } }).connection?.stream;
+      if (this.#corked || typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return;
+      this.#corked = true;
+      stream.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        stream.uncork?.();
+      });
     }
   };
 }

@@ -1,10 +1,11 @@
+import net from 'node:net';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Decimal } from '@prisma/client/runtime/client';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PrismaClient } from '../../generated/postgresql/client.js';
 import { runIdempotent } from '../../src/index.js';
-import { lazyBegin, prismaStore } from '../../src/prisma/index.js';
+import { directStatements, lazyBegin, prismaStore } from '../../src/prisma/index.js';
 import { uniqueScope } from '../helpers/databases.js';
 
 /** A stand-in for `pg.Client` whose answers the test settles by hand. */
@@ -58,6 +59,21 @@ describe('lazyBegin', () => {
     await expect(begun).resolves.toEqual({ command: 'BEGIN', fromServer: true });
   });
 
+  it("holds a tick's statements back, to go out in one write when the tick ends", async () => {
+    class WithSocket extends ScriptedClient {
+      readonly connection = {
+        stream: { cork: () => this.sent.push('(cork)'), uncork: () => this.sent.push('(uncork)') },
+      };
+    }
+    const client = new (lazyBegin(WithSocket))({ pipeline: true });
+    void client.query('UPDATE 1');
+    void client.query('COMMIT');
+    expect(client.sent).toEqual(['(cork)', 'UPDATE 1', 'COMMIT']);
+    await new Promise((resolve) => process.nextTick(resolve));
+    void client.query('SELECT 1');
+    expect(client.sent).toEqual(['(cork)', 'UPDATE 1', 'COMMIT', '(uncork)', '(cork)', 'SELECT 1']);
+  });
+
   it('leaves callback-style queries to pg', () => {
     const client = new Client({ pipeline: true });
     expect(client.query('BEGIN', () => undefined)).toBeUndefined();
@@ -66,6 +82,28 @@ describe('lazyBegin', () => {
 });
 
 const url = process.env.TEST_POSTGRES_URL;
+
+/** How many writes every socket of the process made while `run` ran (one per system call). */
+async function socketWrites(run: () => Promise<unknown>): Promise<number> {
+  const socket = net.Socket.prototype as unknown as Record<
+    '_write' | '_writev',
+    (...args: unknown[]) => unknown
+  >;
+  const { _write, _writev } = socket;
+  let count = 0;
+  const counted = (write: (...args: unknown[]) => unknown) =>
+    function (this: unknown, ...args: unknown[]) {
+      count++;
+      return write.apply(this, args);
+    };
+  Object.assign(socket, { _write: counted(_write), _writev: counted(_writev) });
+  try {
+    await run();
+  } finally {
+    Object.assign(socket, { _write, _writev });
+  }
+  return count;
+}
 
 (url ? describe : describe.skip)('lazyBegin on PostgreSQL', () => {
   /** Below `lazyBegin`: what reaches the server, and when its answers come back. */
@@ -93,7 +131,12 @@ const url = process.env.TEST_POSTGRES_URL;
     Client: lazyBegin(Recording),
   } as never);
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
-  afterAll(() => prisma.$disconnect());
+  // The store's own statements straight to the driver adapter's transaction, on the same pool.
+  const direct = new PrismaClient({ adapter: directStatements(new PrismaPg(pool)) });
+  afterAll(async () => {
+    await direct.$disconnect();
+    await prisma.$disconnect();
+  });
 
   const pay = (userId: string) => (tx: unknown) =>
     (tx as PrismaClient).payment.create({
@@ -112,6 +155,24 @@ const url = process.env.TEST_POSTGRES_URL;
     const again = await runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {} }, pay(scope));
     expect(again).toMatchObject({ replayed: true, value: first.value });
     expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
+  });
+
+  it("sends a fresh key's result with COMMIT where the store's statements skip the client: three round trips", async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(direct);
+    await direct.$queryRawUnsafe('SELECT 1');
+    events.length = 0;
+    const writes = await socketWrites(() =>
+      runIdempotent({ store, scope, key: 'k', operation: 'pay', input: {}, firstAttempt: true }, pay(scope)),
+    );
+    expect(events).toEqual([
+      ...['send BEGIN', 'send INSERT', 'answer BEGIN', 'answer INSERT'], // the claim
+      ...['send INSERT', 'answer INSERT'], // the payment
+      ...['send WITH', 'send COMMIT', 'answer WITH', 'answer COMMIT'], // the result
+    ]);
+    // Each round trip's statements went out in one write.
+    expect(writes).toBe(3);
+    expect(await store.find(scope, 'k')).toMatchObject({ status: 'COMPLETED' });
   });
 
   it('rolls back the claim and the effects together when the resolver fails', async () => {
