@@ -10,7 +10,8 @@
  * - `claim`: the store claims the key (in transactional mode inside the transaction, where it
  *   also waits for a duplicate of another process holding the key's row).
  * - `resolver`: the user's resolver runs.
- * - `store`: the result (or a replayable error) is stored.
+ * - `store`: the result (or a replayable error) is stored (where the store sends it with the
+ *   commit, on PostgreSQL, it ends when the commit is answered).
  *
  * Everything here is called synchronously from the call's own flow; an observer that throws is
  * ignored, and an unset `observe` costs one `undefined` check per step.

@@ -118,10 +118,13 @@ export interface TransactionSession<Tx> {
   complete(completion: Completion): Promise<Completed>;
   /**
    * Whether `work` may resolve without awaiting `complete`: the store then sends the completion
-   * with its commit (one round trip fewer), and `transaction` rejects, with nothing committed, when
-   * the completion fails. Only a database that rolls the whole transaction back after a failed
-   * statement allows it (PostgreSQL; MySQL/MariaDB and SQLite commit what ran). A session wrapped
-   * so that `complete` can fail on its own must say `false`: the store would not see that failure.
+   * ahead of its commit (one round trip fewer), and `transaction` rejects, with nothing committed,
+   * when the completion fails. The store must make sure of three things: `complete` has handed its
+   * statement to the connection before it returns, so the commit follows it; the statement fails
+   * in the database itself when it stores nothing (a check in code after it would come too late);
+   * and the database rolls the whole transaction back after a failed statement (PostgreSQL does;
+   * MySQL/MariaDB and SQLite commit what ran). A session wrapped so that `complete` can fail on its
+   * own, or sends its statement later, must say `false`.
    * @default false: `work` awaits `complete` before it resolves
    */
   readonly completesWithCommit?: boolean;

@@ -85,7 +85,8 @@ export async function runInTransaction<T, Tx>(
     const result = storedText(call.serializer, value, call.maxResultBytes);
     tracking?.start('store');
     const completion = { ...keyOf(call), result, resultIsError: false, ttlMs: call.ttlMs };
-    const completed = session.complete(completion).then(
+    // A `complete` that throws at once fails the promise, as one that rejects does.
+    const completed = new Promise<Completed>((resolve) => resolve(session.complete(completion))).then(
       (times) => {
         if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
         tracking?.finish('store');

@@ -105,10 +105,17 @@ function databaseCodeOf({ code, originalCode, meta }: Record<string, unknown>): 
   return code === 'P2010' ? (meta as { code?: unknown } | undefined)?.code : originalCode;
 }
 
-/** Whether `error`, or an error it wraps, is the database's with SQLSTATE (or MySQL errno) `code`. */
-export function hasDatabaseCode(error: unknown, code: string): boolean {
-  for (const node of chainOf(error)) if (databaseCodeOf(node) === code) return true;
-  return false;
+/**
+ * The SQLSTATE (or MySQL errno) the database answered with, in `error` or an error it wraps;
+ * `undefined` for a failure that is not the database's answer (a connection lost, a driver that
+ * stopped waiting).
+ */
+export function databaseCodeIn(error: unknown): unknown {
+  for (const node of chainOf(error)) {
+    const code = databaseCodeOf(node);
+    if (code !== undefined) return code;
+  }
+  return undefined;
 }
 
 /**

@@ -8,6 +8,8 @@ import type { AdapterQueries } from './adapter-queryable.js';
  */
 export interface Opening {
   direct?: AdapterQueries;
+  /** The driver adapter's name (`@prisma/adapter-pg`), once `direct` is set. */
+  adapterName?: string;
 }
 
 const openings = new AsyncLocalStorage<Opening>();
@@ -87,6 +89,7 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
           if (!opening || opening.direct) return transaction;
           const { prismaSide, direct } = guarded(transaction);
           opening.direct = direct;
+          opening.adapterName = (transaction as { adapterName?: string }).adapterName;
           return prismaSide;
         },
       });

@@ -21,13 +21,14 @@ import {
 } from './client.js';
 import {
   abortedByDatabase,
-  hasDatabaseCode,
+  asStoreError,
+  databaseCodeIn,
   isTimeout,
   retryingTransaction,
   standalone,
   unavailableOnConnectionError,
 } from './database-errors.js';
-import { openTransaction } from './direct-statements.js';
+import { type Opening, openTransaction } from './direct-statements.js';
 import { recordStatements } from './record-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { toDate, toRecord } from './row.js';
@@ -176,11 +177,12 @@ export function prismaStore<Client extends PrismaClientLike>(
    * an error of its own). `own` is where the store's own statements go: straight to the driver
    * adapter's transaction when the client's adapter lets them (`directStatements`), else `tx`.
    *
-   * `withCommit` takes a statement of the store's that `work` sent on PostgreSQL straight to the
-   * driver adapter and does not await: the connection sends Prisma's `COMMIT` after it, and the
-   * transaction fails when it failed, as the database then answered `COMMIT` with a rollback.
-   * Absent where a statement cannot be sent that way: through the client, Prisma could send its
-   * `COMMIT` first; MySQL/MariaDB and SQLite would commit the rest of the transaction without it.
+   * `withCommit` takes a statement of the store's that `work` sent on PostgreSQL straight to
+   * `@prisma/adapter-pg`'s transaction (which hands it to `pg` at once) and does not await: the
+   * connection sends Prisma's `COMMIT` after it, and the transaction fails when it failed, as the
+   * database then answered `COMMIT` with a rollback. Absent where a statement cannot be sent that
+   * way: through the client (or another adapter) Prisma could send its `COMMIT` first;
+   * MySQL/MariaDB and SQLite would commit the rest of the transaction without it.
    */
   function interactive<T>(
     work: (tx: Tx & PrismaQueryable, own: PrismaQueryable, withCommit?: WithCommit) => Promise<T>,
@@ -199,11 +201,7 @@ export function prismaStore<Client extends PrismaClientLike>(
               inside(
                 () =>
                   opening.direct
-                    ? work(
-                        tx,
-                        queryableOf(opening.direct),
-                        provider === 'postgresql' ? withCommit : undefined,
-                      )
+                    ? work(tx, queryableOf(opening.direct), sendsInOrder(opening) ? withCommit : undefined)
                     : work(tx, tx),
                 askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
               ),
@@ -211,11 +209,21 @@ export function prismaStore<Client extends PrismaClientLike>(
           ),
         );
         // Answered before the COMMIT was, on the same connection.
-        await sentWithCommit;
+        await sentWithCommit?.catch((error: unknown) => {
+          // The database's own answer: the statement failed there, and COMMIT rolled back. A failure
+          // of the driver's (it stopped waiting, pg's `query_timeout`) leaves COMMIT's outcome
+          // unknown, as a connection lost at COMMIT does: 503, and the same key replays or runs.
+          throw databaseCodeIn(error) === undefined ? asStoreError(error, 'connection') : error;
+        });
         return value;
       },
       { maxRetries, busyWaitMs: transactionOptions.maxWait },
     );
+  }
+
+  /** Whether the store's statements in `opening` reach PostgreSQL in the order they are sent. */
+  function sendsInOrder(opening: Opening): boolean {
+    return provider === 'postgresql' && opening.adapterName === '@prisma/adapter-pg';
   }
 
   /** Runs one lease step so that it commits on its own (see `standalone`). */
@@ -331,7 +339,7 @@ export function prismaStore<Client extends PrismaClientLike>(
           (times) => times ?? Promise.reject(claimNotFound()),
           (error: unknown) => {
             // PostgreSQL's statement fails when it finds no claim (see `recordStatements`).
-            throw hasDatabaseCode(error, DIVISION_BY_ZERO) ? claimNotFound(error) : error;
+            throw databaseCodeIn(error) === DIVISION_BY_ZERO ? claimNotFound(error) : error;
           },
         );
         withCommit?.(completed);

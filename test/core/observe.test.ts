@@ -89,6 +89,29 @@ describe('the observe hook', () => {
     });
   });
 
+  it.each([false, true])(
+    'ends the store phase with the error of a completion that throws at once (sent with the commit: %s)',
+    async (completesWithCommit) => {
+      const inner = memoryStore();
+      const failure = new Error('no connection');
+      const store = Object.assign(Object.create(inner), {
+        transaction: (work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
+          inner.transaction!((session) =>
+            work({
+              ...session,
+              completesWithCommit,
+              complete: () => {
+                throw failure;
+              },
+            }),
+          ),
+      });
+      const { base, calls } = options({ store });
+      await expect(runIdempotent(base, async () => 'paid')).rejects.toBe(failure);
+      expect(calls[0]?.steps.slice(-2)).toEqual(['store.start', 'store.end (error)']);
+    },
+  );
+
   it.each([
     ['lease', { mode: 'lease' as const }],
     ['transactional', {}],
