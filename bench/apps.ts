@@ -61,15 +61,22 @@ export function plainPaymentAndSelect(prisma: BenchPrismaClient, userId: string,
 /**
  * The floor of a fresh key: plain's transaction with the two statements that make the record commit
  * with the mutation, the claim before the insert and the result after it, written by hand: the
- * store's own SQL, sent past the client as the store sends it (`directStatements`), and nothing
- * else (no fingerprint, no checks, `JSON.stringify` for the result). Any design that commits the
- * record with the mutation sends these two; what a fresh key costs beyond this is the library's.
+ * store's own SQL, sent past the client as the store sends it (`directStatements`; on PostgreSQL the
+ * result rides with `COMMIT`, read once the transaction committed), and nothing else (no fingerprint,
+ * no checks, `JSON.stringify` for the result). Any design that commits the record with the mutation
+ * sends these two; what a fresh key costs beyond this is the library's.
  */
-export function floorPayment(prisma: BenchPrismaClient, userId: string, key: string, input: PaymentInput) {
+export async function floorPayment(
+  prisma: BenchPrismaClient,
+  userId: string,
+  key: string,
+  input: PaymentInput,
+) {
   const provider = providerOf(prisma);
   const statements = statementsOf(provider);
   const scope = userId;
-  return openTransaction((opening) =>
+  let completed: Promise<unknown> | undefined;
+  const payment = await openTransaction((opening) =>
     prisma.$transaction(async (tx) => {
       const own = opening.direct ? queryableOf(opening.direct) : tx;
       const rows = ({ text, values }: Sql) =>
@@ -83,12 +90,19 @@ export function floorPayment(prisma: BenchPrismaClient, userId: string, key: str
       const result = JSON.stringify(payment);
       // As the store does: with the statement's own RETURNING where it has one (not MySQL's UPDATE).
       const complete = statements.complete({ scope, key, result, resultIsError: false, ttlMs: DAY_MS });
-      await (statements.returningUpdates || complete.text.startsWith('INSERT')
-        ? rows(complete)
-        : changes(complete));
+      const sent = Promise.resolve(
+        statements.returningUpdates || complete.text.startsWith('INSERT')
+          ? rows(complete)
+          : changes(complete),
+      );
+      sent.catch(() => undefined); // awaited below
+      completed = sent;
+      if (!(opening.direct && provider === 'postgresql')) await sent;
       return payment;
     }),
   );
+  await completed;
+  return payment;
 }
 
 /**
