@@ -21,7 +21,7 @@ import { SuperJSON } from 'superjson';
 import { z } from 'zod';
 import { type AdapterQueries, queryableOf } from '../src/prisma/adapter-queryable.js';
 import { type Provider, providerOf } from '../src/prisma/client.js';
-import { openTransaction } from '../src/prisma/direct-statements.js';
+import { openTransaction, sendsInOrder } from '../src/prisma/direct-statements.js';
 import { type RecordStatements, recordStatements } from '../src/prisma/record-sql.js';
 import { type Sql, textFor } from '../src/prisma/sql.js';
 import type { BenchPrismaClient } from './databases.js';
@@ -97,7 +97,7 @@ export async function floorPayment(
       );
       sent.catch(() => undefined); // awaited below
       completed = sent;
-      if (!(opening.direct && provider === 'postgresql')) await sent;
+      if (!sendsInOrder(opening, provider)) await sent;
       return payment;
     }),
   );

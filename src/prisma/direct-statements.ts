@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DriverAdapterFactory } from './adapter-for-url.js';
 import type { AdapterQueries } from './adapter-queryable.js';
+import type { Provider } from './client.js';
 
 /**
  * One interactive transaction the store is opening: a driver adapter wrapped by `directStatements`
@@ -10,6 +11,15 @@ export interface Opening {
   direct?: AdapterQueries;
   /** The driver adapter's name (`@prisma/adapter-pg`), once `direct` is set. */
   adapterName?: string;
+}
+
+/**
+ * Whether the store's statements in `opening` reach PostgreSQL in the order they are sent, so a
+ * completion can ride ahead of the commit (`completesWithCommit`): `@prisma/adapter-pg` hands each
+ * statement to `pg` at once.
+ */
+export function sendsInOrder(opening: Opening, provider: Provider): boolean {
+  return provider === 'postgresql' && opening.adapterName === '@prisma/adapter-pg';
 }
 
 const openings = new AsyncLocalStorage<Opening>();
@@ -146,7 +156,7 @@ type Replacement = (
 ) => Promise<unknown>;
 
 /** `target` seen through a proxy whose methods named in `replacements` run those instead. */
-function withMethods<T extends object>(target: T, replacements: Record<string, Replacement>): T {
+export function withMethods<T extends object>(target: T, replacements: Record<string, Replacement>): T {
   return new Proxy(target, {
     get(object, property) {
       const value: unknown = Reflect.get(object, property, object);

@@ -28,7 +28,7 @@ import {
   standalone,
   unavailableOnConnectionError,
 } from './database-errors.js';
-import { type Opening, openTransaction } from './direct-statements.js';
+import { openTransaction, sendsInOrder } from './direct-statements.js';
 import { recordStatements } from './record-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { toDate, toRecord } from './row.js';
@@ -201,7 +201,11 @@ export function prismaStore<Client extends PrismaClientLike>(
               inside(
                 () =>
                   opening.direct
-                    ? work(tx, queryableOf(opening.direct), sendsInOrder(opening) ? withCommit : undefined)
+                    ? work(
+                        tx,
+                        queryableOf(opening.direct),
+                        sendsInOrder(opening, provider) ? withCommit : undefined,
+                      )
                     : work(tx, tx),
                 askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
               ),
@@ -219,11 +223,6 @@ export function prismaStore<Client extends PrismaClientLike>(
       },
       { maxRetries, busyWaitMs: transactionOptions.maxWait },
     );
-  }
-
-  /** Whether the store's statements in `opening` reach PostgreSQL in the order they are sent. */
-  function sendsInOrder(opening: Opening): boolean {
-    return provider === 'postgresql' && opening.adapterName === '@prisma/adapter-pg';
   }
 
   /** Runs one lease step so that it commits on its own (see `standalone`). */

@@ -3,6 +3,7 @@ import { Decimal } from '@prisma/client/runtime/client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PrismaClient } from '../../generated/postgresql/client.js';
 import { IdempotencyStoreUnavailableError, runIdempotent } from '../../src/index.js';
+import { withMethods } from '../../src/prisma/direct-statements.js';
 import { adapterForUrl, directStatements, prismaStore } from '../../src/prisma/index.js';
 import { databases, uniqueScope } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
@@ -16,37 +17,20 @@ let failResultsNow = false;
 
 /** `factory`, whose transactions fail results on the driver's side while `failResultsNow`. */
 function failingResults(factory: PrismaPg): PrismaPg {
-  return replacing(
-    factory,
-    'connect',
-    (connect) => async () =>
-      replacing(
-        await connect(),
-        'startTransaction',
-        (start) =>
-          async (...args) =>
-            replacing(await start(...args), 'queryRaw', (queryRaw) => async (query: { sql: string }) => {
+  return withMethods(factory, {
+    connect: async (connect) =>
+      withMethods((await connect()) as object, {
+        startTransaction: async (start, ...args) =>
+          withMethods((await start(...args)) as object, {
+            queryRaw: async (queryRaw, query) => {
               const answer = await queryRaw(query);
-              if (failResultsNow && query.sql.startsWith('WITH done AS'))
+              if (failResultsNow && (query as { sql: string }).sql.startsWith('WITH done AS')) {
                 throw new Error('the driver gave up');
+              }
               return answer;
-            }),
-      ),
-  );
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: stands for any of the adapter's methods.
-type Method = (...args: any[]) => Promise<any>;
-
-/** `target` seen through a proxy whose `method` is `replace(original)`. */
-function replacing<T extends object>(target: T, method: string, replace: (original: Method) => Method): T {
-  return new Proxy(target, {
-    get(object, property) {
-      const value: unknown = Reflect.get(object, property, object);
-      if (typeof value !== 'function') return value;
-      const bound = value.bind(object) as Method;
-      return property === method ? replace(bound) : bound;
-    },
+            },
+          }),
+      }),
   });
 }
 
