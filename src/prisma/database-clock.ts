@@ -6,7 +6,7 @@ import type { Provider } from './client.js';
  * database's is one. Lease ends and expiries are computed in SQL too.
  */
 export interface DatabaseClock {
-  /** The current time, as a value to store in a timestamp column. */
+  /** The current time, as a value to store in a timestamp column: once stored, it has `passed`. */
   readonly now: string;
   /** The current time plus the milliseconds bound to its one `?` placeholder, as a value to store. */
   readonly nowPlusMs: string;
@@ -40,10 +40,14 @@ const sqlite: DatabaseClock = {
 };
 
 // Prisma's `DateTime` columns are `timestamp(3)` without a zone, holding UTC: compare with UTC.
+// The clock reads microseconds and `timestamp(3)` would round them to the nearest millisecond, up
+// to half a millisecond into the future: a lease ended now would still be held for that long.
+// Stored values are truncated instead, so what is written as now has already come.
 const POSTGRES_NOW = "(statement_timestamp() AT TIME ZONE 'UTC')";
+const POSTGRES_STORED_NOW = `date_trunc('milliseconds', ${POSTGRES_NOW})`;
 const postgres: DatabaseClock = {
-  now: POSTGRES_NOW,
-  nowPlusMs: `(${POSTGRES_NOW} + CAST(? AS bigint) * interval '1 millisecond')`,
+  now: POSTGRES_STORED_NOW,
+  nowPlusMs: `(${POSTGRES_STORED_NOW} + CAST(? AS bigint) * interval '1 millisecond')`,
   passed: (column) => `${column} <= ${POSTGRES_NOW}`,
   ahead: (column) => `${column} > ${POSTGRES_NOW}`,
   msUntil: (column) => `CAST(EXTRACT(EPOCH FROM (${column} - ${POSTGRES_NOW})) * 1000 AS double precision)`,

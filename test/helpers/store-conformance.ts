@@ -412,6 +412,21 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(done.liveForMs).toBeGreaterThan(55_000);
       });
 
+      it('lets another request take over a lease its owner ended, at once', async () => {
+        // A database that stores its clock more coarsely than it reads it must not round an
+        // ended lease into the future: `timestamp(3)` rounded PostgreSQL's microseconds up to
+        // half a millisecond, and a request in that half millisecond saw the lease still held.
+        const scope = uniqueScope();
+        const { lease } = target().store();
+        for (let i = 0; i < 40; i++) {
+          const claim = { ...leaseRequest(scope, 30_000), key: `k-${i}` };
+          await lease.claim(claim);
+          expect(await lease.extend({ scope, key: claim.key, ownerToken: claim.ownerToken }, 0)).toBe(true);
+          const other = { ...claim, ownerToken: 'b'.repeat(64), fingerprint: 'e'.repeat(64) };
+          expect(await lease.claim(other)).toMatchObject({ claimed: true, tookOver: true });
+        }
+      });
+
       it('dates a write by one reading of its clock: a lease and an expiry count from the same instant', async () => {
         await expectOneInstantPerWrite(target().store(), uniqueScope());
       });
