@@ -17,19 +17,35 @@ export function toGraphQLError(error: unknown): unknown {
 
 /**
  * The plugin's default `errorCodec`: the core's (name, message, code), plus the `extensions` of a
- * `GraphQLError`, which is rebuilt as one, so a replayed error keeps its `extensions.code`.
+ * `GraphQLError`, which is rebuilt as one, so a replayed error keeps its `extensions.code`. A
+ * `GraphQLError` wrapping an error of another kind is rebuilt wrapping one too, so a server that
+ * masks such errors (Yoga does) masks the replay as it masked the first answer.
  */
 export const graphqlErrorCodec: ErrorCodec = {
   encode(error) {
-    const stored = defaultErrorCodec.encode(error);
-    return error instanceof GraphQLError ? { graphqlError: stored, extensions: error.extensions } : stored;
+    if (!(error instanceof GraphQLError)) return defaultErrorCodec.encode(error);
+    const wrapped = wrappedErrorOf(error);
+    return {
+      graphqlError: defaultErrorCodec.encode(error),
+      extensions: error.extensions,
+      ...(wrapped && { wraps: defaultErrorCodec.encode(wrapped) }),
+    };
   },
   decode(stored) {
-    const { graphqlError, extensions } = stored as {
+    const { graphqlError, extensions, wraps } = stored as {
       graphqlError?: unknown;
       extensions?: Record<string, unknown>;
+      wraps?: unknown;
     };
     if (graphqlError === undefined) return defaultErrorCodec.decode(stored);
-    return new GraphQLError(defaultErrorCodec.decode(graphqlError).message, { extensions });
+    const originalError = wraps === undefined ? undefined : defaultErrorCodec.decode(wraps);
+    return new GraphQLError(defaultErrorCodec.decode(graphqlError).message, { extensions, originalError });
   },
 };
+
+/** The error of another kind at the end of a `GraphQLError`'s chain of `originalError`s, if any. */
+function wrappedErrorOf(error: GraphQLError): Error | undefined {
+  let inner: Error | undefined = error.originalError;
+  while (inner instanceof GraphQLError) inner = inner.originalError;
+  return inner;
+}

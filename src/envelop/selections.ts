@@ -1,5 +1,6 @@
 import {
   type DocumentNode,
+  type FieldNode,
   type FragmentDefinitionNode,
   type GraphQLNamedType,
   type GraphQLObjectType,
@@ -19,6 +20,8 @@ export interface IdempotentSelection {
   fieldName: string;
   /** Selected as a root field of a mutation operation (not below another field, nor in a query). */
   atRoot: boolean;
+  /** The selection itself, with its arguments. */
+  node: FieldNode;
 }
 
 /**
@@ -51,7 +54,8 @@ export function idempotentSelections(
         const name = selection.name.value;
         const field = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[name] : undefined;
         if (!field) continue; // __typename, or a field validation has already refused
-        if (idempotentFields.has(name) && mayBeMutation(parent)) found.push({ fieldName: name, atRoot });
+        if (idempotentFields.has(name) && mayBeMutation(parent))
+          found.push({ fieldName: name, atRoot, node: selection });
         if (selection.selectionSet) walk(selection.selectionSet, getNamedType(field.type), false);
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const condition = selection.typeCondition && schema.getType(selection.typeCondition.name.value);

@@ -7,6 +7,7 @@ import {
   type GraphQLError,
   type GraphQLFieldResolver,
   type GraphQLSchema,
+  getArgumentValues,
   getOperationAST,
   getVariableValues,
   locatedError,
@@ -113,7 +114,7 @@ export interface IdempotencyExtension {
   expiresAt: string;
 }
 
-/** What one mutation's execution shares with its idempotent fields, on the context. */
+/** What one mutation's execution shares with its idempotent fields, through its root value. */
 interface Execution {
   /** The header's key, when it claims the whole operation. */
   operationKey?: string;
@@ -176,8 +177,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
   errorCodec = graphqlErrorCodec,
   ...core
 }: UseIdempotencyOptions<Context, Tx>): Plugin & RequestParseHook {
-  /** Where this plugin keeps an execution's state on its context. */
-  const execution = Symbol('idempotent-mutations.execution');
+  /**
+   * Each mutation execution's state, by the root value of its own that it runs with (`rootOf`):
+   * the context may be shared by concurrent executions, and is the user's.
+   */
+  const executions = new WeakMap<object, Execution>();
   /** Requests that Yoga parsed into a batch of several operations (`batching: true`). */
   const batches = new WeakSet<object>();
   const prepared = new WeakMap<GraphQLSchema, Prepared>();
@@ -259,7 +263,9 @@ export function useIdempotency<Context = any, Tx = unknown>({
 
     return async (source, args, context, info) => {
       const coordinate = `${info.parentType.name}.${info.fieldName}`;
-      const state = (context as { [execution]?: Execution } | null | undefined)?.[execution];
+      // Root fields get the execution's root value; under a header key, every field gets the
+      // operation's own context.
+      const state = executions.get(source as object) ?? executions.get(context as object);
       try {
         if (state?.operationKey !== undefined) {
           // The header's key claims the whole operation; this field runs in its transaction.
@@ -299,7 +305,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
             keySource: 'argument',
             firstAttempt: state?.firstAttempt ?? false,
           },
-          (tx, claim) => resolve(source, args, withClaim(context, txName, tx, claim), info),
+          async (tx, claim) =>
+            settled(await resolve(source, args, withClaim(context, txName, tx, claim), info)),
         );
         state?.fields.set(info.path.key, extensionOf(outcome));
         return outcome.value;
@@ -309,14 +316,43 @@ export function useIdempotency<Context = any, Tx = unknown>({
     };
   }
 
+  /**
+   * Refuses, before anything runs, an operation under a header key whose idempotent fields give
+   * a key of their own that is not the header's (`resolveKey` says why). Each field checks again
+   * as it runs, but fields run one after another: under a lease the effects of those before it
+   * would stay, and the released key would run them again.
+   */
+  function refuseOtherFieldKeys(
+    { schema, document }: ExecutionArgs,
+    operation: OperationDefinitionNode,
+    variables: Record<string, unknown>,
+    key: string,
+  ): void {
+    const fields = schema.getMutationType()?.getFields() ?? {};
+    for (const { fieldName, node } of idempotentSelections(
+      schema,
+      document,
+      operation,
+      prepare(schema).fields,
+    )) {
+      let fieldKey: unknown;
+      try {
+        fieldKey = getArgumentValues(fields[fieldName]!, node, variables)[argumentName];
+      } catch {
+        continue; // arguments the execution refuses itself, before its resolver runs
+      }
+      resolveKey(key, fieldKey, core.keyPolicy);
+    }
+  }
+
   /** Runs a whole mutation operation under the header's key, inside one transaction. */
   async function runOperation(
     execute: (args: ExecutionArgs) => unknown,
     args: ExecutionArgs,
     operation: OperationDefinitionNode,
-    key: string,
-    firstAttempt: boolean,
+    state: Execution & { operationKey: string },
   ): Promise<unknown> {
+    const { operationKey: key, firstAttempt } = state;
     const variables = getVariableValues(args.schema, operation.variableDefinitions ?? [], {
       ...args.variableValues,
     });
@@ -325,6 +361,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
     const operationName = operation.name?.value ?? null;
     const failed = failedOperationCodec(errorCodec);
     try {
+      refuseOtherFieldKeys(args, operation, variables.coerced, key);
       const outcome = await runIdempotent(
         {
           ...core,
@@ -342,10 +379,10 @@ export function useIdempotency<Context = any, Tx = unknown>({
           errorCodec: failed,
         },
         async (tx, claim) => {
-          const result = await execute({
-            ...args,
-            contextValue: withClaim(args.contextValue, txName, tx, claim),
-          });
+          const contextValue = withClaim(args.contextValue, txName, tx, claim);
+          // The context is this execution's own: fields below the root find the key through it.
+          executions.set(contextValue, state);
+          const result = await execute({ ...args, contextValue });
           if (isAsyncIterable(result)) {
             // `@defer` and `@stream` were refused before execution; an executor that streams for
             // another reason ends here, after its fields ran.
@@ -386,22 +423,20 @@ export function useIdempotency<Context = any, Tx = unknown>({
         },
       };
     },
-    onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution, extendContext }) {
+    onSubscribe({ args, setResultAndStopExecution }) {
+      const operation = getOperationAST(args.document, args.operationName);
+      if (operation) refuseUnkeyedReach(args, operation, setResultAndStopExecution);
+    },
+    onExecute({ args, executeFn, setExecuteFn, setResultAndStopExecution }) {
       const operation = getOperationAST(args.document, args.operationName);
       if (!operation) return;
+      if (operation.operation !== 'mutation') {
+        refuseUnkeyedReach(args, operation, setResultAndStopExecution);
+        return;
+      }
       const schema = prepare(args.schema);
       const refuse = (error: unknown) =>
         setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
-      if (operation.operation !== 'mutation') {
-        // A query reaching the mutation type would run its idempotent fields without a key.
-        if (!schema.nested) return;
-        try {
-          checkSelections(schema, args.schema, args.document, operation, undefined);
-        } catch (error) {
-          refuse(error);
-        }
-        return;
-      }
       let key: string | undefined;
       try {
         key = header ? parseKeyHeader(contextHeader(args.contextValue, header), core.keyPolicy) : undefined;
@@ -425,27 +460,57 @@ export function useIdempotency<Context = any, Tx = unknown>({
       }
       const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
       const state: Execution = { operationKey: key, firstAttempt, fields: new Map() };
-      extendContext({ [execution]: state });
-      // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps.
-      const execute = (executeArgs: ExecutionArgs) =>
-        executeFn({ ...executeArgs, schema: prepare(executeArgs.schema).schema });
+      // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with
+      // a root value of their own through which those fields find this execution's state.
+      const execute = (executeArgs: ExecutionArgs) => {
+        const rootValue = rootOf(executeArgs.rootValue);
+        executions.set(rootValue, state);
+        return executeFn({ ...executeArgs, schema: prepare(executeArgs.schema).schema, rootValue });
+      };
       if (key === undefined) {
         setExecuteFn(execute);
+        // Each field's record goes with the first result sent after it ran (with @defer, a root
+        // field may run after the first result).
+        const reported = new Set<string | number>();
+        const withFields = (result: unknown, setResult: (result: ExecutionResult) => void) => {
+          const fields = [...state.fields].filter(([name]) => !reported.has(name));
+          if (fields.length === 0) return;
+          for (const [name] of fields) reported.add(name);
+          setResult(withExtension(result, Object.fromEntries(fields)));
+        };
         return {
           onExecuteDone({ result, setResult }) {
-            if (state.fields.size === 0 || isAsyncIterable(result)) return;
-            setResult(withExtension(result, Object.fromEntries(state.fields)));
+            if (!isAsyncIterable(result)) return withFields(result, setResult);
+            return { onNext: ({ result, setResult }) => withFields(result, setResult) };
           },
         };
       }
-      const operationKey = key;
+      const operationState = { ...state, operationKey: key };
       setExecuteFn((executeArgs: ExecutionArgs) =>
-        runOperation(execute, executeArgs, operation, operationKey, firstAttempt),
+        runOperation(execute, executeArgs, operation, operationState),
       );
     },
   };
   instances.add(plugin);
   return plugin;
+
+  /**
+   * Refuses a query or a subscription that reaches the mutation type below its root: it would run
+   * the idempotent fields there without a key (a subscription on every event).
+   */
+  function refuseUnkeyedReach(
+    args: ExecutionArgs,
+    operation: OperationDefinitionNode,
+    setResultAndStopExecution: (result: ExecutionResult) => void,
+  ): void {
+    const schema = prepare(args.schema);
+    if (!schema.nested) return;
+    try {
+      checkSelections(schema, args.schema, args.document, operation, undefined);
+    } catch (error) {
+      setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
+    }
+  }
 
   /** Whether the context's request carried a batch of several operations. */
   function isBatched(context: unknown): boolean {
@@ -486,6 +551,58 @@ function failedOperationCodec(codec: ErrorCodec): ErrorCodec {
       );
     },
   };
+}
+
+/**
+ * A root value of the execution's own: it reads everything from the given one (root resolvers see
+ * the same members), and is a key no other execution shares.
+ */
+function rootOf(rootValue: unknown): object {
+  const reads = typeof rootValue === 'object' || typeof rootValue === 'function' ? rootValue : null;
+  return Object.create(reads) as object;
+}
+
+/**
+ * What graphql-js makes of a resolver's value before it answers, as far as storing it goes: a
+ * returned `Error` is the field's error (thrown here, so nothing commits and `replayErrors`
+ * judges it), and promises in lists and plain objects are awaited (graphql-js awaits them as it
+ * completes the value; stored as they are, they would replay as `{}`). One that rejects fails the
+ * field. A value with no promise in it comes back as it is.
+ */
+async function settled(value: unknown): Promise<unknown> {
+  if (value instanceof Error) throw value;
+  return awaitedMembers(value);
+}
+
+async function awaitedMembers(value: unknown, seen = new Set<object>()): Promise<unknown> {
+  if (isThenable(value)) return awaitedMembers(await value, seen);
+  if (!isContainer(value) || seen.has(value) || !holdsPromise(value)) return value;
+  seen.add(value);
+  if (Array.isArray(value)) return Promise.all(value.map((member) => awaitedMembers(member, seen)));
+  const entries = await Promise.all(
+    Object.entries(value).map(async ([name, member]) => [name, await awaitedMembers(member, seen)] as const),
+  );
+  const copy = Object.fromEntries(entries);
+  return Object.getPrototypeOf(value) === null ? Object.setPrototypeOf(copy, null) : copy;
+}
+
+/** Whether a promise is in `value`, in its lists and plain objects. */
+function holdsPromise(value: unknown, seen = new Set<object>()): boolean {
+  if (isThenable(value)) return true;
+  if (!isContainer(value) || seen.has(value)) return false;
+  seen.add(value);
+  return (Array.isArray(value) ? value : Object.values(value)).some((member) => holdsPromise(member, seen));
+}
+
+/** A list or a plain object: what graphql-js completes member by member. */
+function isContainer(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return Array.isArray(value) || prototype === Object.prototype || prototype === null;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
 /**

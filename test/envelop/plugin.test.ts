@@ -1,4 +1,5 @@
 import { envelop, type Plugin, useEngine, useSchema } from '@envelop/core';
+import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import * as graphql from 'graphql';
 import { type GraphQLSchema, lexicographicSortSchema } from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
@@ -310,5 +311,130 @@ describe('useIdempotency on a plain Envelop server', () => {
     expect(retry.data).toEqual({ pay: 3 });
     expect(retry.extensions?.idempotency).toMatchObject({ key: 'node-key', replayed: true });
     expect(seen).toEqual([true]);
+  });
+});
+
+describe('useIdempotency and one context shared by executions', () => {
+  it('keeps each execution to itself, and writes nothing on the context', async () => {
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    const schema = createSchema<Context>({
+      typeDefs: /* GraphQL */ `
+        type Query {
+          ping: Boolean
+        }
+        type Mutation {
+          slow: Boolean
+          pay(amount: Int!, idempotencyKey: String): Int!
+        }
+      `,
+      resolvers: {
+        Mutation: {
+          slow: () => opened.then(() => true),
+          pay: (_: unknown, { amount }: { amount: number }) => amount,
+        },
+      },
+    });
+    const getEnveloped = envelop({
+      plugins: [
+        useEngine(graphql),
+        useSchema(schema),
+        useIdempotency({ store: memoryStore(), scope: () => 'u' }),
+      ],
+    });
+    const { execute, parse } = getEnveloped();
+    // A graphql-ws connection's static context, say: one object for every operation.
+    const context = { userId: 'u' };
+    const run = (query: string) =>
+      execute({ schema, document: parse(query), contextValue: context }) as Promise<graphql.ExecutionResult>;
+    const first = run('mutation { slow pay(amount: 1, idempotencyKey: "a") }');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const second = await run('mutation { pay(amount: 2, idempotencyKey: "b") }');
+    open();
+
+    expect(second.extensions?.idempotency).toMatchObject({ pay: { key: 'b', replayed: false } });
+    expect((await first).extensions?.idempotency).toMatchObject({ pay: { key: 'a', replayed: false } });
+    expect(Reflect.ownKeys(context)).toEqual(['userId']);
+  });
+});
+
+describe('useIdempotency and what graphql-js does with a resolver’s value', () => {
+  it('awaits the promises in a result before storing it: the replay is what the first call answered', async () => {
+    const { schema, calls } = paymentsSchema(
+      /* GraphQL */ `
+        type Line {
+          id: Int!
+          total: Int
+        }
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int!
+          lines(idempotencyKey: String): [Line!]!
+        }
+      `,
+      {
+        Mutation: {
+          // A list of promises, and a promise in a field, as a DataLoader gives them.
+          lines: () => {
+            calls.pay++;
+            return [Promise.resolve({ id: 1, total: 5 }), { id: 2, total: Promise.resolve(7) }];
+          },
+        },
+      },
+    );
+    const { send } = yogaFor(schema);
+    const first = await send('mutation { lines(idempotencyKey: "k") { id total } }');
+    const retry = await send('mutation { lines(idempotencyKey: "k") { id total } }');
+
+    const lines = [
+      { id: 1, total: 5 },
+      { id: 2, total: 7 },
+    ];
+    expect(first.body.data).toEqual({ lines });
+    expect(retry.body).toMatchObject({
+      data: { lines },
+      extensions: { idempotency: { lines: { replayed: true } } },
+    });
+    expect(calls.pay).toBe(1);
+  });
+
+  it('says which fields it recorded with @defer too, first call and replay', async () => {
+    const { schema, calls } = paymentsSchema(
+      /* GraphQL */ `
+        type Receipt {
+          id: Int!
+          note: String
+        }
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int!
+          receipt(idempotencyKey: String): Receipt!
+        }
+      `,
+      {
+        Mutation: {
+          receipt: () => {
+            calls.pay++;
+            return { id: 1, note: 'paid' };
+          },
+        },
+      },
+    );
+    const { yoga } = yogaFor(schema, {}, { before: [useDeferStream()] });
+    const send = async () => {
+      const response = await yoga.fetch('http://yoga/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'multipart/mixed', 'x-user-id': 'user-1' },
+        body: JSON.stringify({
+          query: 'mutation { receipt(idempotencyKey: "k") { id ... @defer { note } } }',
+        }),
+      });
+      return response.text();
+    };
+    const first = await send();
+    const retry = await send();
+
+    expect(first).toContain('"idempotency":{"receipt":{"key":"k","replayed":false');
+    expect(retry).toContain('"idempotency":{"receipt":{"key":"k","replayed":true');
+    expect(retry).toContain('"note":"paid"');
+    expect(calls.pay).toBe(1);
   });
 });

@@ -1,5 +1,6 @@
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import { describe, expect, it } from 'vitest';
+import { postGraphQL } from './graphql-client.js';
 import { paymentsSchema, yogaFor } from './payments-yoga.js';
 
 /** `Mutation.pay` is idempotent; `v1` and `Query.mutations` reach the mutation type below the root. */
@@ -76,6 +77,89 @@ describe('useIdempotency refuses an idempotent field it cannot key', () => {
     });
     expect(calls.pay).toBe(1);
   });
+});
+
+describe('useIdempotency refuses an idempotent field reached from a subscription', () => {
+  it('400 and IDEMPOTENCY_KEY_INVALID before the subscription starts: it would run on every event', async () => {
+    const { schema, calls } = paymentsSchema(
+      /* GraphQL */ `
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int! @idempotent
+        }
+        type Subscription {
+          ticks: Mutation
+        }
+      `,
+      {
+        Subscription: {
+          ticks: {
+            subscribe: async function* () {
+              yield { ticks: {} };
+              yield { ticks: {} };
+            },
+          },
+        },
+      },
+    );
+    const { yoga } = yogaFor(schema);
+    const response = await yoga.fetch('http://yoga/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'x-user-id': 'user-1' },
+      body: JSON.stringify({ query: 'subscription { ticks { pay(amount: 5, idempotencyKey: "k") } }' }),
+    });
+    const events = await response.text();
+
+    expect(events).toContain('IDEMPOTENCY_KEY_INVALID');
+    expect(events).toContain('Mutation.pay is idempotent only as a root field of a mutation');
+    expect(calls.pay).toBe(0);
+  });
+});
+
+describe('useIdempotency refuses a field key other than the header key', () => {
+  it.each(['transactional', 'lease'] as const)(
+    'in %s mode: 400 and IDEMPOTENCY_KEY_INVALID before any field runs, the key given inline or in a variable',
+    async (mode) => {
+      const notified: string[] = [];
+      const { schema, calls } = paymentsSchema(
+        /* GraphQL */ `
+          type Mutation {
+            notify(to: String!): Boolean!
+            pay(amount: Int!, idempotencyKey: String): Int!
+          }
+        `,
+        { Mutation: { notify: (_: unknown, { to }: { to: string }) => notified.push(to) > 0 } },
+      );
+      const { yoga } = yogaFor(schema, { mode });
+      const send = (query: string, variables?: Record<string, unknown>) =>
+        postGraphQL((url, init) => Promise.resolve(yoga.fetch(url, init)), 'http://yoga/graphql', {
+          query,
+          variables,
+          userId: 'user-1',
+          idempotencyKey: 'op',
+        });
+      // Fields run one after another: under a lease, `notify`'s e-mail would have gone out (and
+      // go out again on every retry) before `pay` found that its key is not the header's.
+      const responses = [
+        await send('mutation { notify(to: "a@b") pay(amount: 5, idempotencyKey: "other") }'),
+        await send('mutation ($key: String) { notify(to: "a@b") pay(amount: 5, idempotencyKey: $key) }', {
+          key: 'other',
+        }),
+        await send(
+          'mutation { notify(to: "a@b") ...Pay } fragment Pay on Mutation { pay(amount: 5, idempotencyKey: "x y") }',
+        ),
+      ];
+
+      for (const response of responses) {
+        expect(response.status).toBe(400);
+        expect(response.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_INVALID' } }]);
+      }
+      expect(notified).toEqual([]);
+      expect(calls.pay).toBe(0);
+      // The header's own key, repeated in the argument, runs the operation.
+      const same = await send('mutation { notify(to: "a@b") pay(amount: 5, idempotencyKey: "op") }');
+      expect(same.body.data).toEqual({ notify: true, pay: 5 });
+    },
+  );
 });
 
 describe('useIdempotency refuses a header key over a field of another mode', () => {

@@ -1,4 +1,4 @@
-import { GraphQLScalarType } from 'graphql';
+import { GraphQLError, GraphQLScalarType } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../../src/index.js';
 import { paymentsSchema, yogaFor } from './payments-yoga.js';
@@ -18,6 +18,8 @@ function declinesAndEchoes() {
       type Mutation {
         pay(amount: Int!, idempotencyKey: String): Int!
         decline(idempotencyKey: String): Int
+        wrapped(idempotencyKey: String): Int
+        returned(idempotencyKey: String): Int
         echo(json: String!, idempotencyKey: String): JSON
       }
     `,
@@ -28,6 +30,20 @@ function declinesAndEchoes() {
           calls.decline++;
           thrown.push(new CardDeclined('card declined'));
           throw thrown.at(-1);
+        },
+        // A GraphQLError wrapping an internal one: Yoga masks it.
+        wrapped: () => {
+          calls.decline++;
+          throw new GraphQLError('declined: the gateway said sk_live_123 is revoked', {
+            originalError: new Error('sk_live_123 is revoked'),
+            extensions: { code: 'CARD_DECLINED' },
+          });
+        },
+        // graphql-js answers an Error a resolver returns as the field's error, as if thrown.
+        returned: () => {
+          calls.decline++;
+          thrown.push(new CardDeclined('card declined'));
+          return thrown.at(-1);
         },
         echo: (_: unknown, { json }: { json: string }) => {
           calls.echo++;
@@ -62,6 +78,47 @@ describe('useIdempotency and the errors of the resolver', () => {
     const { message } = first.body.errors![0]!;
     expect(first.body.errors).toMatchObject([{ path: ['decline'] }]);
     expect(retry.body.errors).toMatchObject([{ message, path: ['decline'] }]);
+  });
+
+  it.each([
+    ['a field key', 'mutation { wrapped(idempotencyKey: "k") }', undefined],
+    ['an Idempotency-Key header', 'mutation { wrapped }', 'k'],
+  ])('masks a replayed error as Yoga masked the first answer, under %s', async (_, query, header) => {
+    const { schema, calls } = declinesAndEchoes();
+    const { send } = yogaFor(schema, { replayErrors: () => true });
+    const first = await send(query, header);
+    const retry = await send(query, header);
+
+    expect(calls.decline).toBe(1);
+    expect(first.body.errors).toMatchObject([
+      { message: 'Unexpected error.', path: ['wrapped'], extensions: { code: 'INTERNAL_SERVER_ERROR' } },
+    ]);
+    expect(retry.body.errors).toMatchObject([
+      { message: 'Unexpected error.', path: ['wrapped'], extensions: { code: 'INTERNAL_SERVER_ERROR' } },
+    ]);
+    expect(JSON.stringify(retry.body)).not.toContain('sk_live_123');
+  });
+
+  it('takes an Error the resolver returns for its error: judged by replayErrors, stored only as one', async () => {
+    const { schema, thrown, calls } = declinesAndEchoes();
+    const store = memoryStore();
+    const offered: unknown[] = [];
+    const { send } = yogaFor(schema, { store, replayErrors: (error) => offered.push(error) > 1 });
+    const first = await send('mutation { returned(idempotencyKey: "k") }');
+
+    // Not replayed: nothing stored, the key free again.
+    expect(offered).toEqual([thrown[0]]);
+    expect(first.body).toMatchObject({ data: { returned: null }, errors: [{ path: ['returned'] }] });
+    expect(await store.find('user-1', 'k')).toBeNull();
+    // Replayed (the second time `replayErrors` says so): stored as the error, not as a result.
+    const second = await send('mutation { returned(idempotencyKey: "k") }');
+    const retry = await send('mutation { returned(idempotencyKey: "k") }');
+    expect(calls.decline).toBe(2);
+    expect(await store.find('user-1', 'k')).toMatchObject({ status: 'COMPLETED', resultIsError: true });
+    expect(retry.body).toMatchObject({
+      data: { returned: null },
+      errors: [{ message: second.body.errors![0]!.message }],
+    });
   });
 
   it.each([
