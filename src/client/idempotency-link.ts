@@ -21,11 +21,15 @@ export interface IdempotencyLinkOptions {
    * without one, so the key reaches the server whatever the terminating link: `httpBatchLink`, whose
    * calls share one set of headers, or an `httpLink` without `headers: idempotencyHeaders`. An input
    * schema that refuses unknown fields (`.strict()`) must then declare the field. `'header'`: only in
-   * the context, for a terminating link that sends it; a mutation the server answers with
+   * the context, for a terminating link that sends it. A mutation whose input is neither a plain
+   * object nor absent has only the header, whatever this option. A mutation the server answers with
    * `IDEMPOTENCY_KEY_MISSING` although no `idempotencyHeaders` wrote its key fails with an error
-   * saying so. A mutation whose input is neither a plain object nor absent has only the header.
-   * A mutation whose key was sent neither way (a string input behind `httpBatchLink`, say) is
-   * never retried: nothing keyed it, so the server may have run it.
+   * saying how to send it (the server's error as its `cause`): through `httpLink({ headers:
+   * idempotencyHeaders })`, or, for a non-object input, by giving the procedure an object input;
+   * with `'header'` and an object input, also by leaving this option at `'input'`. A mutation whose
+   * key was sent neither way (a string input behind `httpBatchLink`, say) is never retried:
+   * nothing keyed it, so the server may have run it. A key the caller put in the input field is sent
+   * with the input, whatever this option.
    * @default 'input'
    */
   sendKeyIn?: 'header' | 'input' | undefined;
@@ -72,18 +76,20 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
     retry,
     trace,
   } = options;
-  // A link placed before this one (tRPC's `retryLink`, say) retries by sending the same operation
-  // object again: it must get the same key, not a new one, and its sends go on counting.
-  const keys = new WeakMap<Operation, { key: string; sends: number }>();
-  return () =>
-    ({ op, next }) => {
+  return () => {
+    // A link placed before this one (tRPC's `retryLink`, say) retries by sending the call again:
+    // it must get the same key, not a new one, and its sends go on counting. The call is known by
+    // `op.id`, not by the operation object, which a link in between may copy on each send; tRPC
+    // numbers operations per client, so the map lives here, made once per client.
+    const calls = new Map<number, { key: string; sends: number }>();
+    return ({ op, next }) => {
       if (op.type !== 'mutation') return next(op);
       const input = isPlainObject(op.input) ? op.input : undefined;
       const given = op.context.idempotencyKey ?? input?.[inputField];
-      const known = keys.get(op);
+      const known = calls.get(op.id);
       const key = typeof given === 'string' ? given : (known?.key ?? generateKey());
       const sent = { key, sends: known?.sends ?? 0 };
-      keys.set(op, sent);
+      remember(calls, op.id, sent);
       // Only the sends of a key this link made are numbered: the caller's may have gone out before.
       const counted = typeof given !== 'string';
       const inInput = sendKeyIn === 'input' && (input !== undefined || op.input === undefined);
@@ -92,6 +98,8 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         context: { ...op.context, idempotencyKey: key, idempotencyHeader: header },
         input: inInput ? { ...input, [inputField]: key } : op.input,
       };
+      // The key reached the server in the input: put there by this link, or by the caller.
+      const keyInInput = isPlainObject(keyed.input) && keyed.input[inputField] === key;
       const signal = op.signal;
 
       return observable((observer) => {
@@ -108,22 +116,28 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         const attempt = () => {
           timer = undefined;
           attempts++;
-          markResend(trace, attempts - 1);
           sent.sends++;
+          // Counted across the resends of a link placed before this one too, as the attempt header.
+          markResend(trace, sent.sends - 1);
           const sending: Operation = counted
             ? { ...keyed, context: { ...keyed.context, idempotencyAttempt: sent.sends } }
             : keyed;
           current = next(sending).subscribe({
-            next: (envelope) => observer.next(envelope),
+            next: (envelope) => {
+              // An answer is final: nothing sends this call again, so its key can be forgotten.
+              calls.delete(op.id);
+              observer.next(envelope);
+            },
             complete: () => observer.complete(),
             error: (error) => {
               // A key that went nowhere (no input field, no header written) covers nothing: the
               // server may have run the call unkeyed, so sending it again could run it twice.
-              const keySent = inInput || headerWritten.has(sending.context);
+              const keySent = keyInInput || headerWritten.has(sending.context);
               const delay =
                 signal?.aborted || !keySent ? undefined : retryDelay(failureOf(error), attempts, retry);
               if (delay !== undefined) timer = setTimeout(attempt, delay);
-              else if (!keySent && isMissingKey(error)) observer.error(unsentKeyError(key, header, error));
+              else if (!keySent && isMissingKey(error))
+                observer.error(unsentKeyError(key, header, op, error));
               else observer.error(error);
             },
           });
@@ -137,6 +151,22 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         };
       });
     };
+  };
+}
+
+/**
+ * How many failed calls a client remembers the key of. A failed call is kept, since a link placed
+ * before this one may send it again (`retryLink` does, after an error) and it must then go out with
+ * the same key; but whether it will, this link cannot tell, so the oldest are dropped past this
+ * many: a resend after so many newer calls of the same client is not worth unbounded memory.
+ */
+const REMEMBERED_CALLS = 1_000;
+
+/** Records a call's key as the most recently used, dropping the least recently used past the bound. */
+function remember<V>(calls: Map<number, V>, id: number, value: V): void {
+  calls.delete(id);
+  calls.set(id, value);
+  if (calls.size > REMEMBERED_CALLS) calls.delete(calls.keys().next().value!);
 }
 
 /**
@@ -191,16 +221,22 @@ function isMissingKey(error: TRPCClientError<AnyTRPCRouter>): boolean {
 }
 
 /**
- * The key went nowhere: only the operation's context held it, and nothing wrote it as a header
- * (`sendKeyIn: 'header'` in front of a link without `headers: idempotencyHeaders`).
+ * The key went nowhere: only the operation's context held it, and nothing wrote it as a header.
+ * Either the input cannot carry it (neither a plain object nor absent), or `sendKeyIn: 'header'`
+ * left it out of the input, in front of a link without `headers: idempotencyHeaders`.
  */
 function unsentKeyError(
   key: string,
   header: string,
+  op: Operation,
   error: TRPCClientError<AnyTRPCRouter>,
 ): TRPCClientError<AnyTRPCRouter> {
+  const howToSend =
+    op.input === undefined || isPlainObject(op.input)
+      ? `with sendKeyIn: 'header' the terminating link must write the ${header} header (httpLink({ headers: idempotencyHeaders })); an httpBatchLink cannot, so leave sendKeyIn at 'input'`
+      : `an input that is not an object can carry its key only as the ${header} header, so send this mutation through httpLink({ headers: idempotencyHeaders }) (an httpBatchLink cannot write it), or give the procedure an object input`;
   return new TRPCClientError(
-    `idempotencyLink gave this mutation the key ${JSON.stringify(key)}, but it was never sent: with sendKeyIn: 'header' the terminating link must write the ${header} header (httpLink({ headers: idempotencyHeaders })); an httpBatchLink cannot, so leave sendKeyIn at 'input'. The server answered: ${error.message}`,
+    `idempotencyLink gave this mutation the key ${JSON.stringify(key)}, but it was never sent: ${howToSend}. The server answered: ${error.message}`,
     { cause: error, meta: error.meta, result: error.shape ? { error: error.shape } : undefined },
   );
 }

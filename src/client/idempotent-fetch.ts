@@ -101,6 +101,9 @@ export function idempotentFetch(
     if (mutation === undefined) return fetch(input, init);
 
     const headers = new Headers(init?.headers ?? request?.headers);
+    // `fetch` takes a Blob body's type as its Content-Type; the text sent in its place has none.
+    const blobType = init?.body instanceof Blob ? init.body.type : '';
+    if (blobType && !headers.has('content-type')) headers.set('content-type', blobType);
     const own = headers.has(header);
     const retried = own || keyMutation(mutation, headers);
     // The sends of a key this wrapper made are numbered, so the server can skip a read on the

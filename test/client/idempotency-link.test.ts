@@ -1,6 +1,14 @@
-import { createTRPCClient, httpBatchLink, httpLink, retryLink, TRPCClientError } from '@trpc/client';
+import {
+  createTRPCClient,
+  httpBatchLink,
+  httpLink,
+  retryLink,
+  TRPCClientError,
+  type TRPCLink,
+} from '@trpc/client';
 import { initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
+import { observable } from '@trpc/server/observable';
 import superjson from 'superjson';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -181,11 +189,21 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([payment.id]);
   });
 
-  it("keeps the key when tRPC's retryLink, placed before it, sends the call again", async () => {
+  /** A link of the caller's that adds to the context, copying the operation on each send. */
+  const addTenant: TRPCLink<PaymentsRouter> =
+    () =>
+    ({ op, next }) =>
+      next({ ...op, context: { ...op.context, tenant: 'acme' } });
+
+  it.each([
+    ['placed right before it', []],
+    ['with a link between them that copies the operation', [addTenant]],
+  ])("keeps the key when tRPC's retryLink, %s, sends the call again", async (_, between) => {
     proxy.plan('lose-response');
     const trpc = createTRPCClient<PaymentsRouter>({
       links: [
         retryLink({ retry: ({ attempts }) => attempts < 3 }),
+        ...between,
         idempotencyLink({ retry: { attempts: 1 } }),
         httpLink({
           url: proxy.url,
@@ -285,6 +303,25 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect(inputKeysOf({ ...request!, body: `{"0":${request!.body}}` })).toEqual([keyOf(request!)]);
   });
 
+  it("with sendKeyIn: 'header' retries a call whose key the caller put in its input, behind httpBatchLink", async () => {
+    proxy.plan('lose-response');
+    const trpc = createTRPCClient<PaymentsRouter>({
+      links: [
+        idempotencyLink({ sendKeyIn: 'header', retry: { baseDelayMs: 50 } }),
+        httpBatchLink({
+          url: proxy.url,
+          transformer: superjson,
+          headers: { authorization: `Bearer ${scope}` },
+        }),
+      ],
+    });
+    const keyedPay = { ...pay, idempotencyKey: 'order-7' };
+    const payment = await trpc.createPayment.mutate(keyedPay);
+
+    expect(proxy.requests.flatMap(inputKeysOf)).toEqual(['order-7', 'order-7']);
+    expect((await backend.paymentsOf(scope)).map((p) => p.id)).toEqual([payment.id]);
+  });
+
   it("with sendKeyIn: 'header' in front of a link that does not send it, says the key was never sent", async () => {
     const trpc = createTRPCClient<PaymentsRouter>({
       links: [
@@ -310,33 +347,41 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
   });
 });
 
-it('does not retry a mutation whose key went nowhere: the server may have run it unkeyed', async () => {
-  let runs = 0;
+/** A server whose `archive` mutation takes a string input, which cannot carry a key, over `fetch`. */
+function archiveServer(required: boolean) {
+  const counts = { runs: 0 };
   const t = initTRPC.context<{ userId: string }>().create();
   const router = t.router({
     archive: t.procedure
       .input(z.string())
-      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId, required: false }))
+      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId, required }))
       .mutation(({ input }) => {
-        runs++;
+        counts.runs++;
         return { archived: input };
       }),
   });
-  let sends = 0;
-  // The server runs the call, then its answer is lost (a dropped connection).
-  const losingFirstAnswer = async (url: RequestInfo | URL, init?: RequestInit) => {
-    sends++;
-    const response = await fetchRequestHandler({
+  const fetch = (url: RequestInfo | URL, init?: RequestInit) =>
+    fetchRequestHandler({
       endpoint: '/trpc',
       req: new Request(url, init),
       router,
       createContext: () => ({ userId: 'alice' }),
     });
+  return { router, fetch, counts };
+}
+
+it('does not retry a mutation whose key went nowhere: the server may have run it unkeyed', async () => {
+  const server = archiveServer(false);
+  let sends = 0;
+  // The server runs the call, then its answer is lost (a dropped connection).
+  const losingFirstAnswer = async (url: RequestInfo | URL, init?: RequestInit) => {
+    sends++;
+    const response = await server.fetch(url, init);
     if (sends > 1) return response;
     await response.text();
     throw new TypeError('fetch failed');
   };
-  const client = createTRPCClient<typeof router>({
+  const client = createTRPCClient<typeof server.router>({
     links: [
       idempotencyLink({ retry: { baseDelayMs: 1, maxDelayMs: 5 } }),
       // A string input cannot carry the key, and a batch's shared headers carry none.
@@ -344,5 +389,50 @@ it('does not retry a mutation whose key went nowhere: the server may have run it
     ],
   });
   await expect(client.archive.mutate('post-1')).rejects.toThrow('fetch failed');
-  expect({ sends, runs }).toEqual({ sends: 1, runs: 1 });
+  expect({ sends, runs: server.counts.runs }).toEqual({ sends: 1, runs: 1 });
+});
+
+it('says how to send the key of a string input the server refused without one, keeping its answer', async () => {
+  const server = archiveServer(true);
+  const client = createTRPCClient<typeof server.router>({
+    links: [
+      idempotencyLink(), // sendKeyIn: 'input', which a string input cannot take
+      httpBatchLink({ url: 'http://server/trpc', fetch: server.fetch, headers: idempotencyHeaders }),
+    ],
+  });
+  const error = await client.archive.mutate('post-1').catch((e: unknown) => e);
+
+  expect(error).toBeInstanceOf(TRPCClientError);
+  const { message, cause } = error as TRPCClientError<typeof server.router>;
+  expect(message).toMatch(
+    /^idempotencyLink gave this mutation the key "[0-9a-f-]{36}", but it was never sent/,
+  );
+  expect(message).toContain('only as the Idempotency-Key header');
+  expect(message).toContain('httpLink({ headers: idempotencyHeaders })');
+  expect(message).toContain('give the procedure an object input');
+  expect(message).not.toContain('sendKeyIn');
+  expect(cause).toBeInstanceOf(TRPCClientError);
+  expect(cause?.message).toMatch(/^"archive" requires an idempotency key/);
+  expect(server.counts.runs).toBe(0);
+});
+
+it('gives the calls of two clients built with one idempotencyLink keys of their own', async () => {
+  const t = initTRPC.create();
+  const router = t.router({ pay: t.procedure.mutation(() => 1) });
+  const keys: unknown[] = [];
+  const losing: TRPCLink<typeof router> =
+    () =>
+    ({ op }) =>
+      observable((observer) => {
+        keys.push(op.context.idempotencyKey);
+        observer.error(TRPCClientError.from(new Error('socket hang up')));
+      });
+  // tRPC numbers operations per client: each client's first call is operation 1.
+  const link = idempotencyLink<typeof router>({ retry: { attempts: 1 } });
+  for (const client of [1, 2].map(() => createTRPCClient<typeof router>({ links: [link, losing] }))) {
+    await expect(client.pay.mutate()).rejects.toThrow('socket hang up');
+  }
+
+  expect(keys).toHaveLength(2);
+  expect(keys[1]).not.toBe(keys[0]);
 });

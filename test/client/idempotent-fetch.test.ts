@@ -346,6 +346,21 @@ describe('idempotentFetch on requests it must leave alone', () => {
     expect(attempts).toEqual(['1', '2', '3']);
   });
 
+  it("sends a Blob body's type as the Content-Type of every attempt, leaving the caller's headers alone", async () => {
+    const { calls, fetch } = recordingFetch();
+    const headers = { authorization: 'Bearer t' };
+    const body = new Blob([mutation], { type: 'application/json' });
+    await idempotentFetch(fetch, { retry: { attempts: 2, baseDelayMs: 1 } })('http://x/graphql', {
+      method: 'POST',
+      headers,
+      body,
+    });
+
+    const types = calls.map((c) => new Request('http://x/', c.init).headers.get('content-type'));
+    expect(types).toEqual(['application/json', 'application/json']);
+    expect(headers).toEqual({ authorization: 'Bearer t' });
+  });
+
   it('numbers no sends of a mutation that passes its own key arguments', async () => {
     const { calls, fetch } = recordingFetch();
     const keyed = JSON.stringify({ query: 'mutation { pay(idempotencyKey: "k-1") }' });

@@ -1,5 +1,5 @@
 import { SpanKind, trace } from '@opentelemetry/api';
-import { createTRPCClient, TRPCClientError, type TRPCLink } from '@trpc/client';
+import { createTRPCClient, retryLink, TRPCClientError, type TRPCLink } from '@trpc/client';
 import { initTRPC } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 import { describe, expect, it } from 'vitest';
@@ -35,6 +35,26 @@ describe('http.request.resend_count', () => {
       clientSpan.end();
     });
     expect(span('POST pay').attributes['http.request.resend_count']).toBe(2);
+  });
+
+  it("is set by idempotencyLink on the resends of tRPC's retryLink, placed before it", async () => {
+    const client = createTRPCClient<typeof router>({
+      links: [
+        retryLink({ retry: ({ attempts }) => attempts < 3 }),
+        idempotencyLink({ retry: { attempts: 1 }, trace }),
+        flakyLink(2),
+      ],
+    });
+    await tracer.startActiveSpan(
+      'POST pay, retried by retryLink',
+      { kind: SpanKind.CLIENT },
+      async (clientSpan) => {
+        // biome-ignore lint/suspicious/noExplicitAny: the router has no procedures; the link sees the path only.
+        await (client as any).pay.mutate({ amount: 1 });
+        clientSpan.end();
+      },
+    );
+    expect(span('POST pay, retried by retryLink').attributes['http.request.resend_count']).toBe(2);
   });
 
   it('is set by idempotentFetch on the active span when it resends a mutation', async () => {
