@@ -76,11 +76,35 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     return `{"json":${json},"meta":${JSON.stringify({ values, v: 1 })}}`;
   };
   return {
-    serialize: (value) =>
-      serializeKnown(value) ?? superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]),
+    serialize: (value) => {
+      const known = serializeKnown(value);
+      if (known !== undefined) return known;
+      refuseUnsettled(value);
+      return superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]);
+    },
     deserialize: (text) => superjson.parse(text),
     serializeKnown,
   };
+}
+
+/**
+ * Refuses a value that holds a promise or a stream (anything async iterable: an async generator, a
+ * `ReadableStream`), wherever superjson would walk: superjson writes each as `{}`, so the replay
+ * would not be the answer (and a streamed result's body would run only after the commit).
+ */
+function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
+  if (typeof value !== 'object' || value === null || seen.has(value) || ArrayBuffer.isView(value)) return;
+  seen.add(value);
+  if (typeof (value as { then?: unknown }).then === 'function' || Symbol.asyncIterator in value) {
+    throw new TypeError('it holds a promise or a stream: await it (or collect the stream) in the resolver');
+  }
+  const members =
+    value instanceof Map
+      ? [...value.keys(), ...value.values()]
+      : value instanceof Set
+        ? [...value]
+        : Object.values(value);
+  for (const member of members) refuseUnsettled(member, seen);
 }
 
 /** Names superjson refuses as a prototype pollution risk. */

@@ -237,7 +237,12 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         {
           ...core,
           errorCodec: core.errorCodec ?? trpcErrorCodec,
-          replayErrors: replayErrors && ((error) => !misplaced.has(error as object) && replayErrors(error)),
+          replayErrors:
+            replayErrors &&
+            ((error) =>
+              !misplaced.has(error as object) &&
+              !(fingerprintInput === 'raw' && isInputRefusal(error)) &&
+              replayErrors(error)),
           ttlMs: policy?.ttlMs ?? core.ttlMs,
           mode: policy?.mode ?? core.mode,
           leaseMs: policy?.leaseMs ?? core.leaseMs,
@@ -291,8 +296,11 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       // The client gets the resolver's failure as tRPC answered it.
       if (failed && error === failed.error) throw failed.wrapper;
       if (!isIdempotencyError(error)) throw error;
-      for (const [name, value] of Object.entries(httpAnswerOf(error).headers ?? {})) {
-        setResponseHeader(ctx, name, value);
+      // Like `Idempotent-Replayed`: in a batch, a header would speak for every call in it.
+      if (callsInRequest(ctx, opts.batchIndex) === 1) {
+        for (const [name, value] of Object.entries(httpAnswerOf(error).headers ?? {})) {
+          setResponseHeader(ctx, name, value);
+        }
       }
       throw toTRPCError(error);
     }
@@ -393,6 +401,16 @@ async function readKey<Ctx>(
     headersSeen,
     firstAttempt,
   };
+}
+
+/**
+ * tRPC's refusal of an input by an `.input()` validator after the middleware (`fingerprintInput:
+ * 'raw'`): a `BAD_REQUEST` whose cause lists the validator's `issues` (Standard Schema, zod). The
+ * resolver never ran: never stored for replay, so the key stays usable with a corrected input.
+ */
+function isInputRefusal(error: unknown): boolean {
+  if (!(error instanceof TRPCError) || error.code !== 'BAD_REQUEST') return false;
+  return Array.isArray((error.cause as { issues?: unknown } | undefined)?.issues);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -152,6 +152,28 @@ describe('runIdempotent (memory store)', () => {
     expect(await options.store.find('user-1', 'k-1')).toBeNull();
   });
 
+  it.each([
+    ['a promise in a field', () => ({ id: 1, receipt: Promise.resolve('r-1') })],
+    ['a promise in a Map', () => new Map([['receipt', Promise.resolve('r-1')]])],
+    [
+      'an async generator, whose body has not run',
+      () =>
+        (async function* () {
+          yield 1;
+        })(),
+    ],
+    ['a ReadableStream in a list', () => [new ReadableStream()]],
+  ])('fails the mutation with IDEMPOTENCY_RESULT_UNSTORABLE, keeping nothing, for %s', async (_, result) => {
+    // Written as they are, each would replay as {}.
+    const options = base();
+    const error = await runIdempotent(options, async () => result()).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'IDEMPOTENCY_RESULT_UNSTORABLE',
+      message: expect.stringContaining('it holds a promise or a stream'),
+    });
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+  });
+
   it('fails the mutation, keeping nothing, when the stored result would not come back', async () => {
     const serializer = {
       serialize: (value: unknown) => JSON.stringify(value),

@@ -450,6 +450,54 @@ describe('idempotency() through createCaller', () => {
     expect(runs).toBe(1);
   });
 
+  it('sets no Retry-After on a batch for the sake of one of its calls', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const router = t.router({
+      slow: t.procedure
+        .input(payment)
+        .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user.id, waitTimeoutMs: 50 }))
+        .mutation(async () => {
+          await gate;
+          return 'done';
+        }),
+    });
+    const headers = new Map<string, string>();
+    // Both calls in a batch of two, as `createContext` passes tRPC's `info` on.
+    const callerOf = () =>
+      t.createCallerFactory(router)({
+        user: { id: 'u' },
+        info: { calls: [{}, {}] },
+        res: { setHeader: (name, value) => headers.set(name, value) },
+      });
+    const first = callerOf().slow({ amount: '1', idempotencyKey: 'k' } as never);
+    const error = await rejectionOf(callerOf().slow({ amount: '1', idempotencyKey: 'k' } as never));
+    release();
+    expect(await first).toBe('done');
+    expect(error.code).toBe('CONFLICT');
+    // The batch's other call may have succeeded: a client would read this header for it too.
+    expect(Object.fromEntries(headers)).toEqual({});
+  });
+
+  it("never stores a later .input()'s refusal under fingerprintInput: 'raw', whatever replayErrors says", async () => {
+    let runs = 0;
+    const base = t.procedure.use(
+      idempotency({
+        store: memoryStore(),
+        scope: ({ ctx }) => ctx.user.id,
+        fingerprintInput: 'raw',
+        replayErrors: (error) => error instanceof TRPCError && error.code === 'BAD_REQUEST',
+      }),
+    );
+    const router = t.router({
+      pay: base.input(payment).mutation(({ input }) => `${++runs}: ${input.amount}`),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    expect((await rejectionOf(caller.pay({ amount: 1 } as never))).code).toBe('BAD_REQUEST');
+    // The resolver never ran: the key is still free for the corrected input.
+    await expect(caller.pay({ amount: '1' })).resolves.toBe('1: 1');
+  });
+
   it('answers a duplicate still running after waitTimeoutMs with CONFLICT and a Retry-After header', async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
