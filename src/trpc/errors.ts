@@ -64,21 +64,31 @@ export function idempotencyErrorFormatter<Shape extends { data: object }>(opts: 
 }
 
 /**
- * Stores a replayable resolver error as its tRPC code and message, and replays it as a
- * `TRPCError` with the same code and message (so the client sees the same status). An idempotency
- * error the core keeps for the key (in lease mode, a result too large to store) is kept as the
- * core keeps it, so its replay carries its idempotency code as the first answer did.
+ * Stores a replayable resolver error as its tRPC code and message, with its `cause` (what the
+ * resolver threw, when tRPC wrapped it) as the core's codec keeps errors (name, message, code); a
+ * replay is a `TRPCError` with the same code, message and such a cause, so the client sees the same
+ * status and an error formatter reading `error.cause` gives the same answer. An idempotency error
+ * the core keeps for the key (in lease mode, a result too large to store) is kept as the core keeps
+ * it, so its replay carries its idempotency code as the first answer did.
  */
 export const trpcErrorCodec: ErrorCodec = {
   encode(error) {
     if (isIdempotencyError(error)) return { idempotencyError: defaultErrorCodec.encode(error) };
-    const { code, message } = getTRPCErrorFromUnknown(error);
-    return { code, message };
+    const { code, message, cause } = getTRPCErrorFromUnknown(error);
+    return { code, message, ...(cause !== undefined && { cause: defaultErrorCodec.encode(cause) }) };
   },
   decode(stored) {
     const { idempotencyError } = stored as { idempotencyError?: unknown };
     if (idempotencyError !== undefined) return defaultErrorCodec.decode(idempotencyError);
-    const { code, message } = stored as { code: TRPC_ERROR_CODE_KEY; message: string };
-    return new TRPCError({ code, message });
+    const { code, message, cause } = stored as {
+      code: TRPC_ERROR_CODE_KEY;
+      message: string;
+      cause?: unknown;
+    };
+    return new TRPCError({
+      code,
+      message,
+      cause: cause === undefined ? undefined : defaultErrorCodec.decode(cause),
+    });
   },
 };

@@ -690,6 +690,8 @@ describe('idempotency() through createCaller', () => {
       thrown[0],
     ]);
     expect([replayed.code, replayed.message]).toEqual(['INTERNAL_SERVER_ERROR', 'card declined']);
+    // Its cause as the core keeps errors: an error formatter reading `error.cause` answers alike.
+    expect(replayed.cause).toMatchObject({ message: 'card declined', code: 'CARD_DECLINED' });
   });
 
   it('offers replayErrors a TRPCError the resolver threw as it is, even one wrapping another error', async () => {
