@@ -68,6 +68,7 @@ export interface Call<T, Tx> {
   waitDeadline: number;
   retryAfterMs: number;
   serializer: Serializer;
+  /** Whether a resolver's (or a step's) error is stored and replayed; never throws (`replayPolicy`). */
   replayErrors: (error: unknown) => boolean;
   errorCodec: ErrorCodec;
   /** The client has not sent the key before: no read outside the claim (`RunIdempotentOptions.firstAttempt`). */
@@ -155,6 +156,24 @@ export function storedText(serializer: Serializer, value: unknown, maxResultByte
  * run again once its lease ran out.
  */
 export const OWN_ERROR_BYTES = 16_384;
+
+/**
+ * The user's `replayErrors` as the runners ask it. One that throws (written for a gateway's errors,
+ * meeting another) accepts nothing: the resolver's own error stays the answer, and the claim is
+ * released as for any error that is not replayed.
+ */
+export function replayPolicy(
+  replayErrors: ((error: unknown) => boolean) | undefined,
+): (error: unknown) => boolean {
+  if (!replayErrors) return () => false;
+  return (error) => {
+    try {
+      return Boolean(replayErrors(error));
+    } catch {
+      return false;
+    }
+  };
+}
 
 /** A replayable error as stored text, or `undefined` when it cannot be stored in `maxBytes`. */
 export function storedErrorText<T, Tx>(

@@ -8,11 +8,12 @@
  * - `replayed`: a stored result was returned; the resolver did not run.
  * - `mismatch`: the key was used with another operation or input (`IDEMPOTENCY_KEY_MISMATCH`).
  * - `in_progress`: another request holds the key (`IDEMPOTENCY_KEY_IN_PROGRESS`).
- * - `released`: lease mode, the resolver failed and this request deleted its own claim.
+ * - `released`: lease mode, the resolver failed and this request deleted its own claim, or, when
+ *   the key holds durable steps, ended its lease (the record stays) so that a retry resumes them.
  * - `fenced`: lease mode, this request's lease was taken over by another request, so its
- *   completion or release wrote nothing (at most once per request).
- * - `outcome_unknown`: lease mode, the resolver ran but its result could not be stored while the
- *   lease lasted (`IDEMPOTENCY_OUTCOME_UNKNOWN`).
+ *   completion, release or step record wrote nothing (at most once per request).
+ * - `outcome_unknown`: lease mode, the resolver (or a step) ran but its result could not be
+ *   stored, and no record will answer a retry for it (`IDEMPOTENCY_OUTCOME_UNKNOWN`).
  */
 export type IdempotencyEventType =
   | 'claimed'

@@ -12,12 +12,8 @@ import {
 } from './call.js';
 import { decide, foreignRecordError } from './decide.js';
 import { waitWhileRunning } from './duplicate-wait.js';
-import {
-  IdempotencyKeyInProgressError,
-  IdempotencyLeaseLostError,
-  IdempotencyOutcomeUnknownError,
-  isIdempotencyError,
-} from './errors.js';
+import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
+import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
 import { StepJournal } from './steps.js';
 import type { ClaimOutcome, Completed, LeaseOperations, LeaseOwner } from './store.js';
 
@@ -60,40 +56,50 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   const lost = () => call.emit('fenced');
   const heartbeat = startHeartbeat(call, lease, owner, claimedAt, lost);
   const journal = new StepJournal(call, owner, claimed.tookOver);
-  let value: T;
-  tracking?.start('resolver');
+  // Set once the claim is being completed or released (or left to run out on purpose): any other
+  // way out of the call releases it below, and the heartbeat stops whichever way the call ends.
+  let ended = false;
   try {
-    value = await call.resolver(lease.client, { ...call.request, firstSeenAt, step: journal.step });
-    journal.finish();
-    tracking?.finish('resolver');
-  } catch (error) {
-    tracking?.finish('resolver', error);
-    journal.finish();
-    const replayable = call.replayErrors(error) && !journal.raised(error);
-    const stored = replayable ? storedErrorText(call, error) : undefined;
-    if (stored === undefined) {
-      heartbeat.stop();
-      await release(call, lease, owner, journal.holdsSteps);
+    let value: T;
+    tracking?.start('resolver');
+    try {
+      value = await call.resolver(lease.client, { ...call.request, firstSeenAt, step: journal.step });
+      journal.finish();
+      tracking?.finish('resolver');
+    } catch (error) {
+      tracking?.finish('resolver', error);
+      journal.finish();
+      const replayable = call.replayErrors(error) && !journal.raised(error);
+      const stored = replayable ? storedErrorText(call, error) : undefined;
+      ended = true;
+      if (stored === undefined) {
+        await release(call, owner, heartbeat, journal.holdsSteps);
+        throw error;
+      }
+      // The error answers for the key from now on; if it cannot be kept, the resolver's own error
+      // is still the answer (no retryable code) and the lease runs out by itself.
+      await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
       throw error;
     }
-    // The error answers for the key from now on; if it cannot be kept, the resolver's own error
-    // is still the answer (no retryable code) and the lease runs out by itself.
-    await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
-    throw error;
+    let result: string;
+    try {
+      result = storedText(call.serializer, value, call.maxResultBytes);
+    } catch (error) {
+      // The effects happened but the result cannot be kept: the key answers with this error from
+      // now on rather than being freed to run them again (however small `maxResultBytes` is); if
+      // even that cannot be stored, the lease runs out by itself.
+      ended = true;
+      const stored = storedErrorText(call, error, Math.max(call.maxResultBytes, OWN_ERROR_BYTES));
+      if (stored !== undefined) await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
+      throw error;
+    }
+    ended = true;
+    const completed = await complete(call, owner, heartbeat, result, false);
+    return { value, replayed: false, record: ranRecord(call, firstSeenAt, completed) };
+  } finally {
+    heartbeat.stop();
+    if (!ended) await release(call, owner, heartbeat, journal.holdsSteps);
   }
-  let result: string;
-  try {
-    result = storedText(call.serializer, value, call.maxResultBytes);
-  } catch (error) {
-    // The effects happened but the result cannot be kept: the key answers with this error from
-    // now on rather than being freed to run them again (however small `maxResultBytes` is).
-    const stored = storedErrorText(call, error, Math.max(call.maxResultBytes, OWN_ERROR_BYTES));
-    if (stored !== undefined) await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
-    else heartbeat.stop();
-    throw error;
-  }
-  const completed = await complete(call, owner, heartbeat, result, false);
-  return { value, replayed: false, record: ranRecord(call, firstSeenAt, completed) };
 }
 
 /** A claim this call holds: since when, and whether it replaced a record that was no longer live. */
@@ -173,31 +179,18 @@ async function complete<T, Tx>(
       const delay = Math.min(1_000, 25 * 2 ** attempt);
       if (!isUnavailable(error) || call.clock() + delay >= heldUntil) {
         tracking?.finish('store', error);
-        throw outcomeUnknown(call, 'its result could not be stored while its lease lasted', error);
+        throw outcomeUnknown(
+          call,
+          'The mutation',
+          'its result could not be stored while its lease lasted',
+          error,
+        );
       }
       await pause(delay);
     }
   }
   tracking?.finish('store');
-  call.emit('fenced');
-  // Fenced: the lease ran out and another request took the key over. A retry is safe only while
-  // the record answers for this call: the same input, stored by the new owner or still held by it.
-  // Another input's record would answer the retry with a mismatch, never saying that this call's
-  // effects happened.
-  const current = await call.store.find(owner.scope, owner.key).catch(() => null);
-  const answers =
-    current !== null &&
-    current.operation === call.request.operation &&
-    current.fingerprint === call.request.fingerprint &&
-    (current.status === 'COMPLETED' || current.liveForMs > 0);
-  if (answers) throw new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
-  throw outcomeUnknown(
-    call,
-    current !== null && current.fingerprint !== call.request.fingerprint
-      ? 'its lease ran out and a call with another input took the key over before its result could be stored'
-      : 'its lease ran out and the key was freed before its result could be stored',
-    undefined,
-  );
+  throw await leaseLostAnswer(call, owner, 'The mutation');
 }
 
 /** A store that could not be reached: worth another try while the lease lasts. */
@@ -205,44 +198,43 @@ function isUnavailable(error: unknown): boolean {
   return isIdempotencyError(error) && error.code === 'IDEMPOTENCY_STORE_UNAVAILABLE';
 }
 
-function outcomeUnknown<T, Tx>(
-  call: Call<T, Tx>,
-  why: string,
-  cause: unknown,
-): IdempotencyOutcomeUnknownError {
-  call.emit('outcome_unknown');
-  return new IdempotencyOutcomeUnknownError(
-    `The mutation ran, but ${why}; its effects may have happened. Do not retry blindly: check the effect ` +
-      '(e.g. with the key at the payment provider) first',
-    { cause },
-  );
-}
-
 /**
  * Frees the key for a retry; the resolver's error stays the answer even if this fails. A call
  * that stored steps keeps its claim and ends its lease instead, so the retry takes it over and
- * resumes after the steps that ran.
+ * resumes after the steps that ran: only once the heartbeat's beat in flight has answered, or that
+ * renewal, applied after the end, would hold the key for another whole lease.
  */
 async function release<T, Tx>(
   call: Call<T, Tx>,
-  lease: LeaseOperations<Tx>,
   owner: LeaseOwner,
-  keepSteps = false,
+  heartbeat: Heartbeat,
+  keepSteps: boolean,
 ): Promise<void> {
+  const { lease } = call.store;
+  heartbeat.stop();
   try {
-    if (await (keepSteps ? lease.extend(owner, 0) : lease.release(owner))) call.emit('released');
-    else call.emit('fenced');
+    let released: boolean;
+    if (keepSteps) {
+      await heartbeat.settled();
+      released = await lease.extend(owner, 0);
+    } else released = await lease.release(owner);
+    call.emit(released ? 'released' : 'fenced');
   } catch {
     // The lease runs out on its own and the next request takes over.
   }
 }
 
+/** How long the end of a lease waits for a renewal in flight: a hung one must not hold the answer. */
+const SETTLE_MS = 1_000;
+
 /** A running heartbeat. */
 interface Heartbeat {
   /** Until when (on the call's clock) the lease is surely held: from before the last renewal was sent. */
   heldUntil(): number;
-  /** Stops renewing at once; what a beat in flight answers afterwards is ignored. */
+  /** Stops renewing at once: no beat is sent afterwards, and what a beat in flight answers is ignored. */
   stop(): void;
+  /** Resolves once the beat in flight (if any) has answered, or `SETTLE_MS` later if it hangs. */
+  settled(): Promise<void>;
 }
 
 /**
@@ -261,7 +253,9 @@ function startHeartbeat<T, Tx>(
 ): Heartbeat {
   const { heartbeatMs, leaseMs, maxLeaseMs, clock } = call;
   let heldUntil = claimedAt + leaseMs;
-  if (heartbeatMs === undefined) return { heldUntil: () => heldUntil, stop: () => undefined };
+  if (heartbeatMs === undefined) {
+    return { heldUntil: () => heldUntil, stop: () => undefined, settled: async () => undefined };
+  }
   let beat: Promise<void> = Promise.resolve();
   let stopped = false;
   const timer = setInterval(() => {
@@ -270,6 +264,8 @@ function startHeartbeat<T, Tx>(
       return;
     }
     beat = beat.then(async () => {
+      // Queued behind a slow beat while the call ended: the lease must not be renewed after that.
+      if (stopped) return;
       const sentAt = clock();
       try {
         const extended = await lease.extend(owner, leaseMs);
@@ -290,6 +286,13 @@ function startHeartbeat<T, Tx>(
     stop() {
       stopped = true;
       clearInterval(timer);
+    },
+    async settled() {
+      let bound: NodeJS.Timeout | undefined;
+      const hung = new Promise<void>((resolve) => {
+        bound = setTimeout(resolve, SETTLE_MS);
+      });
+      await Promise.race([beat, hung]).finally(() => clearTimeout(bound));
     },
   };
 }

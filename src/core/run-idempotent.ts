@@ -8,6 +8,7 @@ import {
   type RecordInfo,
   type Resolver,
   type ResolverClaim,
+  replayPolicy,
   stillRunning,
 } from './call.js';
 import { CallTracking } from './call-tracking.js';
@@ -93,7 +94,12 @@ export interface RunIdempotentOptions<Tx = unknown> {
   clock?: (() => number) | undefined;
   /** How long a completed record is replayed, from its completion. @default 86_400_000 (24 h) */
   ttlMs?: number | undefined;
-  /** Largest serialized result stored; over it the mutation fails and nothing commits. @default 1_048_576 */
+  /**
+   * Largest serialized result stored. Over it the mutation fails with `IDEMPOTENCY_RESULT_TOO_LARGE`:
+   * in transactional mode nothing commits; in lease mode the effects have happened, so that error is
+   * stored and replayed instead of the result.
+   * @default 1_048_576
+   */
   maxResultBytes?: number | undefined;
   /**
    * How long a duplicate waits for the request holding the key, in either mode, before it gets
@@ -108,9 +114,12 @@ export interface RunIdempotentOptions<Tx = unknown> {
   /** @default the store's serializer, else superjson */
   serializer?: Serializer | undefined;
   /**
-   * Which resolver errors are stored and replayed (e.g. a declined card). Any other error rolls
-   * everything back (lease mode: releases the claim) and leaves no record, so the key can be
-   * retried. @default () => false
+   * Which resolver (and step) errors are stored and replayed (e.g. a declined card). Any other
+   * error leaves the key retryable: transactional mode rolls everything back and leaves no record;
+   * lease mode releases the claim, or, when the key holds durable steps, keeps the record and ends
+   * its lease so that a retry resumes after them. A `replayErrors` that throws accepts nothing:
+   * the caller gets the resolver's own error.
+   * @default () => false
    */
   replayErrors?: ((error: unknown) => boolean) | undefined;
   /** How replayable errors are stored and rebuilt. @default name, message and code, rebuilt as `Error` */
@@ -121,7 +130,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
   fingerprintOptions?: FingerprintOptions | undefined;
   /**
    * Receives what happened: `claimed`, `expired_takeover`, `completed`, `replayed`, `mismatch`,
-   * `in_progress`, and in lease mode `released` and `fenced`. Nothing is logged by default.
+   * `in_progress`, and in lease mode `released`, `fenced` and `outcome_unknown` (see
+   * `IdempotencyEventType`). Nothing is logged by default.
    */
   onEvent?: IdempotencyEventHandler | undefined;
   /**
@@ -276,7 +286,7 @@ function resolveCall<T, Tx>(
     waitDeadline: started + waitTimeoutMs,
     retryAfterMs: options.retryAfterMs ?? 1_000,
     serializer: options.serializer ?? store.serializer ?? defaultSerializer,
-    replayErrors: options.replayErrors ?? (() => false),
+    replayErrors: replayPolicy(options.replayErrors),
     errorCodec: options.errorCodec ?? defaultErrorCodec,
     firstAttempt: options.firstAttempt ?? false,
     clock,

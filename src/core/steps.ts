@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { type Call, storedErrorText, storedText } from './call.js';
 import {
-  IdempotencyLeaseLostError,
+  type IdempotencyLeaseLostError,
   IdempotencyOutcomeUnknownError,
   IdempotencyStepDivergedError,
   isIdempotencyError,
 } from './errors.js';
+import { leaseLostAnswer } from './lease-lost.js';
 import type { LeaseOwner, StepOperations, StepRecord, StepWrite } from './store.js';
 
 /** What a step's `fn` receives. */
@@ -65,7 +66,8 @@ export function stepKey(scope: string, key: string, name: string): string {
 /**
  * The steps of one lease-mode call. The key's stored steps are read at the first step: a call
  * that took over a lease that ran out resumes from them (when they are its own: same input, still
- * live, in order); any other call clears them and starts afresh.
+ * live); any other call clears them and starts afresh. Their positions may have gaps: a step whose
+ * `fn` failed (and whose error the resolver caught) stored nothing, and runs again on a retry.
  */
 export class StepJournal<T, Tx> {
   private stored: StepRecord[] | undefined;
@@ -125,14 +127,7 @@ export class StepJournal<T, Tx> {
       }
       this.names.add(name);
       const position = this.next++;
-      const done = (await this.load(steps))[position];
-      if (done && done.name !== name) {
-        throw this.raise(
-          new IdempotencyStepDivergedError(
-            `Step ${position + 1} of this call is "${name}", but the attempt that stored its steps ran "${done.name}" there: steps must run in the same order with the same names on every attempt. Nothing was stored`,
-          ),
-        );
-      }
+      const done = this.storedStep(await this.load(steps), name, position);
       // Runs `fn` and stores its result, or answers with the stored one.
       const answer = async () => {
         if (!done) return this.run(steps, name, position, fn, options);
@@ -148,15 +143,41 @@ export class StepJournal<T, Tx> {
     }
   };
 
+  /**
+   * The stored step that answers for step `name` at `position`, if any. Another step stored at
+   * this position, or this one stored at another, means the steps changed since they were stored.
+   */
+  private storedStep(stored: StepRecord[], name: string, position: number): StepRecord | undefined {
+    const there = stored.find((step) => step.position === position);
+    const done = stored.find((step) => step.name === name);
+    if (there && there !== done) {
+      throw this.diverged(
+        `Step ${position + 1} of this call is "${name}", but the attempt that stored its steps ran "${there.name}" there`,
+      );
+    }
+    if (done && done !== there) {
+      throw this.diverged(
+        `The step "${name}" is step ${position + 1} of this call, but the attempt that stored it ran it as step ${done.position + 1}`,
+      );
+    }
+    return done;
+  }
+
+  private diverged(why: string): IdempotencyStepDivergedError {
+    return this.raise(
+      new IdempotencyStepDivergedError(
+        `${why}: steps must run in the same order with the same names on every attempt. Nothing was stored`,
+      ),
+    );
+  }
+
   /** The key's stored steps this call may replay: its own after a takeover, else none (cleared). */
   private async load(steps: StepOperations<Tx>): Promise<StepRecord[]> {
     if (this.stored) return this.stored;
     const { scope, key } = this.owner;
     const found = await steps.list(scope, key);
     const fingerprint = this.call.request.fingerprint;
-    const own =
-      this.resumes &&
-      found.every((step, i) => step.position === i && step.fingerprint === fingerprint && step.liveForMs > 0);
+    const own = this.resumes && found.every((step) => step.fingerprint === fingerprint && step.liveForMs > 0);
     if (own) this.stored = found;
     else {
       // Left by an earlier call of the key (another input, or one whose record expired).
@@ -190,7 +211,8 @@ export class StepJournal<T, Tx> {
           const value = await fn({ ...context, tx: session.tx });
           const stored = write(storedText(call.serializer, value, call.maxResultBytes), false);
           this.saving = true;
-          if (!(await session.save(stored))) throw this.leaseLost();
+          // Fenced: `fn`'s writes roll back with the step; what to answer is read after the rollback.
+          if (!(await session.save(stored))) throw new StepFenced();
           return { value, stored };
         });
         this.remember(stored);
@@ -201,6 +223,7 @@ export class StepJournal<T, Tx> {
       await this.save(steps, write(storedText(call.serializer, value, call.maxResultBytes), false));
       return value;
     } catch (error) {
+      if (error instanceof StepFenced) throw await this.leaseLost(name);
       if (this.raised(error) || isIdempotencyError(error) || !call.replayErrors(error)) throw error;
       // A replayable error (a declined card) is the step's outcome: replayed to every retry.
       const stored = storedErrorText(call, error);
@@ -224,7 +247,7 @@ export class StepJournal<T, Tx> {
         ),
       );
     }
-    if (!saved) throw this.leaseLost();
+    if (!saved) throw await this.leaseLost(step.name);
     this.remember(step);
   }
 
@@ -241,14 +264,21 @@ export class StepJournal<T, Tx> {
     });
   }
 
-  /** Another request took the key over: this call stops before its next step. */
-  private leaseLost(): IdempotencyLeaseLostError {
-    this.call.emit('fenced');
-    return this.raise(new IdempotencyLeaseLostError(0));
+  /**
+   * Another request took the key over: this call stops before its next step, with a 409 only
+   * while the key's record will answer a retry (`leaseLostAnswer`).
+   */
+  private async leaseLost(name: string): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
+    return this.raise(await leaseLostAnswer(this.call, this.owner, `The step "${name}"`));
   }
 
   private raise<E extends Error>(error: E): E {
     this.ours.add(error);
     return error;
   }
+}
+
+/** Thrown in a transactional step whose record was fenced, so that its transaction rolls back. */
+class StepFenced extends Error {
+  override name = 'StepFenced';
 }

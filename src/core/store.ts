@@ -133,7 +133,10 @@ export interface TransactionSession<Tx> {
 /** One step of a lease-mode call, as a store keeps it under `(scope, key, name)`. */
 export interface StepRecord {
   name: string;
-  /** Where the step ran in its call: 0 for the first. */
+  /**
+   * Where the step ran in its call: 0 for the first. Positions may skip: a step whose `fn` failed
+   * (its error caught by the resolver) stored nothing, and the next one keeps its own position.
+   */
   position: number;
   /** The fingerprint of the call that ran it. */
   fingerprint: string;

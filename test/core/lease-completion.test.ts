@@ -6,6 +6,7 @@ import {
   IdempotencyOutcomeUnknownError,
   IdempotencyStoreUnavailableError,
   memoryStore,
+  type ResolverClaim,
   type RunIdempotentOptions,
   runIdempotent,
   type Store,
@@ -153,6 +154,42 @@ describe('lease mode: a completion that cannot say what happened', () => {
   });
 });
 
+/**
+ * A memory store whose renewals (not the end of a lease, `extend(owner, 0)`) are slow: each waits
+ * for `answerRenewals()`, or forever when it is never called (a dead connection).
+ */
+function storeWithSlowRenewals(clock: () => number) {
+  const base = memoryStore({ clock });
+  const slow = gate();
+  const renewalsSent: number[] = [];
+  const store: Store<undefined> = {
+    ...base,
+    lease: {
+      ...base.lease,
+      async extend(owner, leaseMs) {
+        if (leaseMs > 0) {
+          renewalsSent.push(performance.now());
+          await slow.opened;
+        }
+        return base.lease.extend(owner, leaseMs);
+      },
+    },
+  };
+  return { store, renewalsSent, answerRenewals: slow.open };
+}
+
+/** A checkout that charges in a step, then fails 1.5 s later (a renewal is sent at 1 s): it keeps its steps. */
+function failingAfterItsCharge() {
+  let charges = 0;
+  const resolver = async (_tx: unknown, { step }: ResolverClaim<undefined>) => {
+    await step!('charge', () => ++charges);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    throw new Error('network blip');
+  };
+  const retry = async (_tx: unknown, { step }: ResolverClaim<undefined>) => step!('charge', () => ++charges);
+  return { resolver, retry, charges: () => charges };
+}
+
 describe('lease mode: the heartbeat', () => {
   it('never holds the answer for a renewal that hangs', async () => {
     const { storeClock } = fakeTime();
@@ -192,6 +229,49 @@ describe('lease mode: the heartbeat', () => {
     await vi.advanceTimersByTimeAsync(2_000);
     await expect(running).resolves.toMatchObject({ value: 'charged' });
     expect(types()).toEqual(['claimed', 'completed']);
+  });
+
+  it('ends the lease of a call that keeps its steps after the renewal in flight, so the retry resumes at once', async () => {
+    const { storeClock } = fakeTime();
+    const { store, answerRenewals } = storeWithSlowRenewals(storeClock);
+    const { options: call } = options(store, { leaseMs: 5_000, heartbeatMs: 1_000 });
+    const checkout = failingAfterItsCharge();
+    const first = runIdempotent(call, checkout.resolver).catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(1_600); // failed while the renewal sent at 1 s is in flight
+    answerRenewals();
+    await vi.advanceTimersByTimeAsync(10);
+    expect(await first).toMatchObject({ message: 'network blip' });
+    await expect(runIdempotent({ ...call, waitTimeoutMs: 0 }, checkout.retry)).resolves.toMatchObject({
+      value: 1,
+      replayed: false,
+    });
+    expect(checkout.charges()).toBe(1);
+  });
+
+  it('never holds the answer of a call that ends its lease for a renewal that hangs', async () => {
+    const { storeClock } = fakeTime();
+    const { store } = storeWithSlowRenewals(storeClock); // the renewal never answers
+    const { options: call } = options(store, { leaseMs: 5_000, heartbeatMs: 1_000 });
+    let settled: unknown = 'pending';
+    void runIdempotent(call, failingAfterItsCharge().resolver).catch((error: unknown) => (settled = error));
+    await vi.advanceTimersByTimeAsync(1_500 + 1_000);
+    expect(settled).toMatchObject({ message: 'network blip' });
+    expect((await store.find('user-1', 'charge-1'))?.liveForMs).toBeLessThanOrEqual(0);
+  });
+
+  it('sends no renewal once the call has answered, not even one queued behind a slow renewal', async () => {
+    const { storeClock } = fakeTime();
+    const { store, renewalsSent, answerRenewals } = storeWithSlowRenewals(storeClock);
+    const { options: call } = options(store, { leaseMs: 5_000, heartbeatMs: 1_000 });
+    const running = runIdempotent(call, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 2_500)); // renewals due at 1 s and 2 s
+      return 'charged';
+    });
+    await vi.advanceTimersByTimeAsync(2_500);
+    await expect(running).resolves.toMatchObject({ value: 'charged' });
+    answerRenewals();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(renewalsSent).toHaveLength(1);
   });
 
   it('stops renewing at maxLeaseMs, so a hung resolver’s key is freed', async () => {

@@ -579,6 +579,84 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
       });
 
+      it('runs a step whose fn failed again on the retry, and replays the steps stored after it', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease');
+        let attempt = 0;
+        const runs = { notify: 0, charge: 0 };
+        const resolver = async (_tx: unknown, { step }: ResolverClaim<unknown>) => {
+          attempt++;
+          // Best effort: its failure is caught, so it stores nothing and the call goes on.
+          await step!('notify', () => {
+            runs.notify++;
+            if (attempt === 1) throw new Error('mail server down');
+          }).catch(() => undefined);
+          const charge = await step!('charge', () => `ch_${++runs.charge}`);
+          if (attempt === 1) throw new Error('crash after the charge');
+          return charge;
+        };
+        await expect(runIdempotent(options, resolver)).rejects.toThrow('crash after the charge');
+        expect((await options.store.steps!.list(scope, 'k-1')).map((s) => [s.name, s.position])).toEqual([
+          ['charge', 1],
+        ]);
+        // The stored step at another position is still a divergence, and stays stored.
+        const skipping = runIdempotent(options, async (_tx, { step }) => step!('charge', () => 'ch_again'));
+        await expect(skipping).rejects.toMatchObject({ code: 'IDEMPOTENCY_STEP_DIVERGED' });
+        await expect(runIdempotent(options, resolver)).resolves.toMatchObject({
+          value: 'ch_1',
+          replayed: false,
+        });
+        expect(runs).toEqual({ notify: 2, charge: 1 });
+      });
+
+      // Call A's lease ran out and B took the key over before A's step stored its record: the step's
+      // record is fenced (a plain step's effect has happened). A 409 is answered only while B's
+      // record will answer A's retry; otherwise nobody will say what happened.
+      it.each([
+        ['plain', 'holds the key with the same input', 'IDEMPOTENCY_KEY_IN_PROGRESS'],
+        ['plain', 'ended its lease', 'IDEMPOTENCY_OUTCOME_UNKNOWN'],
+        ['plain', 'completed another input', 'IDEMPOTENCY_OUTCOME_UNKNOWN'],
+        ['transactional', 'ended its lease', 'IDEMPOTENCY_OUTCOME_UNKNOWN'],
+      ])('answers a fenced %s step whose new owner %s with %s', async (step, owner, code) => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, 'lease');
+        const other = { ...options, store: onAnotherServer(options.store) };
+        const running = gate();
+        const done = gate();
+        let taker: Promise<unknown> = Promise.resolve();
+        const takeOver = async () => {
+          await target().travel(scope, 31_000); // A's lease ran out
+          if (owner.startsWith('holds')) {
+            taker = runIdempotent(other, async () => {
+              running.open();
+              await done.opened;
+              return 'B';
+            });
+            await running.opened;
+          } else if (owner.startsWith('ended')) {
+            // B fails before its first step: it ends its lease and keeps the key's steps for a retry.
+            const failing = runIdempotent(other, async () => {
+              throw new Error('gateway 400');
+            });
+            await expect(failing).rejects.toThrow('gateway 400');
+          } else {
+            await runIdempotent({ ...other, input: { amount: 11 } }, async () => 'B');
+          }
+        };
+        let charges = 0;
+        const error = await runIdempotent(options, async (_tx, claim) => {
+          await takeOver();
+          return claim.step!('charge', () => ++charges, { transactional: step === 'transactional' });
+        }).catch((e: unknown) => e);
+        done.open();
+        await taker;
+        expect(error).toMatchObject({ code, status: code === 'IDEMPOTENCY_KEY_IN_PROGRESS' ? 409 : 500 });
+        expect(charges).toBe(1);
+        expect(await options.store.steps!.list(scope, 'k-1')).toEqual([]);
+        expect(types()).toContain('fenced');
+        expect(types().includes('outcome_unknown')).toBe(code === 'IDEMPOTENCY_OUTCOME_UNKNOWN');
+      });
+
       it('refuses a step name used twice in one call', async () => {
         const { options } = call(uniqueScope(), 'lease');
         const fn = vi.fn(() => 'ran');

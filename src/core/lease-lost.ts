@@ -1,0 +1,51 @@
+import type { Call } from './call.js';
+import { IdempotencyLeaseLostError, IdempotencyOutcomeUnknownError } from './errors.js';
+import type { LeaseOwner } from './store.js';
+
+/**
+ * What a call answers when a write under its lease (its completion, a step's record) was fenced:
+ * the lease ran out and another request took the key over, after this call's effects may have
+ * happened. A retry is safe only while the key's record answers for this call, completed or still
+ * held by the new owner for the same operation and input: then `IdempotencyLeaseLostError` (409),
+ * which clients retry. Once the key was freed (its record gone, or its lease ended), or when a call
+ * with another input took it over (whose record would answer the retry with a mismatch, never
+ * saying that this call's effects happened), nobody answers for it: `IDEMPOTENCY_OUTCOME_UNKNOWN`.
+ * `ran` names what ran: "The mutation", or the step.
+ */
+export async function leaseLostAnswer<T, Tx>(
+  call: Call<T, Tx>,
+  owner: LeaseOwner,
+  ran: string,
+): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
+  call.emit('fenced');
+  const current = await call.store.find(owner.scope, owner.key).catch(() => null);
+  const answers =
+    current !== null &&
+    current.operation === call.request.operation &&
+    current.fingerprint === call.request.fingerprint &&
+    (current.status === 'COMPLETED' || current.liveForMs > 0);
+  if (answers) return new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
+  return outcomeUnknown(
+    call,
+    ran,
+    current !== null && current.fingerprint !== call.request.fingerprint
+      ? 'its lease ran out and a call with another input took the key over before its result could be stored'
+      : 'its lease ran out and the key was freed before its result could be stored',
+    undefined,
+  );
+}
+
+/** `IDEMPOTENCY_OUTCOME_UNKNOWN` for what `ran`: its effects may have happened, and nobody can say. */
+export function outcomeUnknown<T, Tx>(
+  call: Call<T, Tx>,
+  ran: string,
+  why: string,
+  cause: unknown,
+): IdempotencyOutcomeUnknownError {
+  call.emit('outcome_unknown');
+  return new IdempotencyOutcomeUnknownError(
+    `${ran} ran, but ${why}; its effects may have happened. Do not retry blindly: check the effect ` +
+      '(e.g. with the key at the payment provider) first',
+    { cause },
+  );
+}
