@@ -5,7 +5,8 @@ import { IdempotencyInputError } from './errors.js';
 /** Limits on what `fingerprint` accepts. */
 export interface FingerprintOptions {
   /**
-   * Deepest nesting of objects, arrays, maps and sets accepted. Deeper inputs get
+   * Deepest nesting of objects, arrays, maps and sets accepted, an integer from 1 to
+   * `MAX_FINGERPRINT_DEPTH` (1,000). Deeper inputs, and circular ones, get
    * `IDEMPOTENCY_INPUT_UNSUPPORTED` instead of a stack overflow.
    * @default 64
    */
@@ -46,10 +47,19 @@ export function fingerprint(operation: string, input: unknown, options: Fingerpr
   return hash('sha256', canonicalJson(operation, input, options), 'hex');
 }
 
+/** The deepest `maxDepth` accepted: well within Node's stack, whatever the input. */
+const MAX_FINGERPRINT_DEPTH = 1_000;
+
 /** The canonical text `fingerprint` hashes; exposed for debugging a mismatch. */
 export function canonicalJson(operation: string, input: unknown, options: FingerprintOptions = {}): string {
+  const { maxDepth = 64 } = options;
+  // A cycle is found only at `maxDepth` (see `tooDeep`): deeper than the stack goes, it would
+  // overflow it first.
+  if (!Number.isInteger(maxDepth) || maxDepth < 1 || maxDepth > MAX_FINGERPRINT_DEPTH) {
+    throw new RangeError(`fingerprintOptions.maxDepth must be an integer from 1 to ${MAX_FINGERPRINT_DEPTH}`);
+  }
   // RFC 8785 orders members by their UTF-16 code units: "input" before "operation".
-  const canonical = new CanonicalWriter(options.maxDepth ?? 64);
+  const canonical = new CanonicalWriter(maxDepth);
   return `{"input":${canonical.value(input, 0)},"operation":${quoted(operation)}}`;
 }
 

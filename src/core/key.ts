@@ -71,7 +71,9 @@ export function validateKey(key: unknown, policy: KeyPolicy = {}): string {
       `The idempotency key must be 1 to ${maxLength} characters long (got ${key.length})`,
     );
   }
-  if (!pattern.test(key)) {
+  // `search`, not `test`: a pattern with the `g` or `y` flag keeps a `lastIndex` between calls with
+  // `test`, and would refuse every other valid key.
+  if (key.search(pattern) === -1) {
     throw new IdempotencyKeyInvalidError(
       'The idempotency key contains characters outside the allowed set (visible ASCII by default)',
     );

@@ -134,17 +134,21 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
         else if (phase === 'resolver') measure.resolverDuration.record((at - since) / 1000, common);
       },
       end({ outcome, error, txRetries, resultBytes }) {
-        const attributes: Attributes = { ...common };
-        if (outcome !== undefined) attributes[ATTR_OUTCOME] = outcome;
-        if (error !== undefined) Object.assign(attributes, errorAttributes(error));
-        measure.calls.add(1, attributes);
-        if (txRetries > 0) measure.txRetries.add(txRetries, common);
-        if (resultBytes !== undefined) measure.resultSize.record(resultBytes, common);
-        if (recording) {
-          span.setAttributes({ ...attributes, [ATTR_TX_RETRIES]: txRetries });
-          if (error !== undefined) recordError(span, error);
+        try {
+          const attributes: Attributes = { ...common };
+          if (outcome !== undefined) attributes[ATTR_OUTCOME] = outcome;
+          if (error !== undefined) Object.assign(attributes, errorAttributes(error));
+          measure.calls.add(1, attributes);
+          if (txRetries > 0) measure.txRetries.add(txRetries, common);
+          if (resultBytes !== undefined) measure.resultSize.record(resultBytes, common);
+          if (recording) {
+            span.setAttributes({ ...attributes, [ATTR_TX_RETRIES]: txRetries });
+            if (error !== undefined) recordError(span, error);
+          }
+        } finally {
+          // Whatever recording met, the span is ended: an open span is never exported.
+          span.end();
         }
-        span.end();
       },
     };
     // The store's and the resolver's spans become the call span's children.
@@ -284,8 +288,14 @@ function errorAttributes(error: unknown): Attributes {
   return { [ATTR_ERROR_TYPE]: type };
 }
 
+/** A thrown value's message; never throws, whatever was thrown (`String` does, for some objects). */
 function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
 }
 
 /**

@@ -133,6 +133,17 @@ describe('fingerprint', () => {
     expect(() => fingerprint('op', { s: '\ud800' })).toThrow(IdempotencyInputError);
   });
 
+  it('finds a cycle at the deepest maxDepth accepted, and refuses a maxDepth the stack could not reach', () => {
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(() => fingerprint('op', circular, { maxDepth: 1_000 })).toThrow(IdempotencyInputError);
+    for (const maxDepth of [0, 1.5, 1_001, Number.POSITIVE_INFINITY, Number.NaN]) {
+      expect(() => fingerprint('op', {}, { maxDepth }), String(maxDepth)).toThrow(
+        'fingerprintOptions.maxDepth must be an integer from 1 to 1000',
+      );
+    }
+  });
+
   it('accepts the same object twice when it is not circular', () => {
     const shared = { a: 1 };
     expect(() => fingerprint('op', { x: shared, y: shared })).not.toThrow();

@@ -56,6 +56,16 @@ describe('parseKeyHeader', () => {
     expect(validateKey('ABCD', { pattern: /^[A-Z]+$/ })).toBe('ABCD');
     expect(() => validateKey('abcd', { pattern: /^[A-Z]+$/ })).toThrow(IdempotencyKeyInvalidError);
   });
+
+  it('takes every valid key with a pattern that has the g or y flag (a lastIndex kept between calls)', () => {
+    for (const pattern of [/^[A-Z]+$/g, /^[A-Z]+$/y]) {
+      expect(['ABCD', 'EFGH', 'IJKL'].map((key) => validateKey(key, { pattern }))).toEqual([
+        'ABCD',
+        'EFGH',
+        'IJKL',
+      ]);
+    }
+  });
 });
 
 describe('resolveKey', () => {

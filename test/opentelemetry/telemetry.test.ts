@@ -204,6 +204,30 @@ describe('idempotencyTelemetry on the memory store', () => {
     expect(await points(METRIC_RESULT_SIZE)).toEqual([]);
   });
 
+  it('ends the span, and leaves the thrown value as it is, whatever a resolver or a step throws', async () => {
+    const { call, spans } = setup();
+    // A value `String()` cannot convert: the observer must neither throw on it nor keep the span open.
+    const odd = Object.create(null) as object;
+    await expect(
+      runIdempotent(call, async () => {
+        throw odd;
+      }),
+    ).rejects.toBe(odd);
+    const stepping = runIdempotent(
+      { ...call, key: 'key-2', mode: 'lease' },
+      async (_tx: unknown, { step }: ResolverClaim<unknown>) =>
+        step!('charge', () => {
+          throw odd;
+        }),
+    );
+    await expect(stepping).rejects.toBe(odd);
+    expect(spans().map((span) => [span.name, span.status])).toEqual([
+      ['idempotency payments.create', { code: SpanStatusCode.ERROR, message: '[object Object]' }],
+      ['idempotency step charge', { code: SpanStatusCode.ERROR, message: '[object Object]' }],
+      ['idempotency payments.create', { code: SpanStatusCode.ERROR, message: '[object Object]' }],
+    ]);
+  });
+
   it('traces each step of a lease-mode call as a span, the parent of the spans its fn makes', async () => {
     const { call, tracer, spans } = setup();
     const lease = { ...call, mode: 'lease' as const };
