@@ -20,8 +20,8 @@ import {
   shippedMigrationsFolder,
   shippedPrismaFolder,
 } from '../prisma/migrations.js';
-import { connectedSchemaOf, RECORDS_TABLE } from '../prisma/records-table.js';
-import { redactSecretsOf } from '../prisma/redact.js';
+import { connectedSchemaOf, RECORDS_TABLE, STEPS_TABLE } from '../prisma/records-table.js';
+import { redactSecretsOf, redactUrlsIn } from '../prisma/redact.js';
 import { recordStats, stuckRecords } from '../prisma/stats.js';
 import { type SweepProgress, sweepExpired } from '../prisma/sweep.js';
 
@@ -30,6 +30,7 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 /** Options every command takes. */
 interface DatabaseOptions {
   databaseUrl?: string;
+  /** Not on `migrate`. */
   table?: string;
   json?: boolean;
 }
@@ -47,6 +48,8 @@ interface Target {
 const program = new Command('idempotent-mutations')
   .description('Create and maintain the records table of idempotent-mutations (idempotency_records).')
   .version(version)
+  // Set before the commands are added: each takes the program's output settings when created.
+  .configureOutput({ writeErr: (text) => process.stderr.write(hideCredentials(text)) })
   .showHelpAfterError('(add --help for usage)')
   .addHelpText(
     'after',
@@ -73,6 +76,8 @@ withDatabaseOptions(
         'sqlite',
       ]),
     ),
+  // The migrations create the tables under their own names: a --table would be ignored.
+  { table: false },
 ).action(async (options: DatabaseOptions & { print?: boolean; provider?: Provider; migrations?: string }) => {
   if (options.print) {
     try {
@@ -221,18 +226,31 @@ async function migrationsToApply(provider: Provider, folder: string | undefined)
   );
 }
 
-function withDatabaseOptions(command: Command): Command {
-  return command
-    .addOption(
-      new Option('--database-url <url>', 'the database (file:, postgresql://, cockroachdb://, mysql://)').env(
-        'DATABASE_URL',
-      ),
-    )
-    .option(
+/** Adds `--database-url`, `--table` (unless `table: false`) and `--json` to `command`. */
+function withDatabaseOptions(command: Command, { table = true } = {}): Command {
+  command.addOption(
+    new Option('--database-url <url>', 'the database (file:, postgresql://, cockroachdb://, mysql://)').env(
+      'DATABASE_URL',
+    ),
+  );
+  if (table) {
+    command.option(
       '--table <name>',
       `the records table, name or schema.name (default: ${RECORDS_TABLE}, in the URL's ?schema= if any)`,
-    )
-    .option('--json', 'machine-readable output on stdout');
+    );
+  }
+  return command.option('--json', 'machine-readable output on stdout');
+}
+
+/**
+ * What commander writes to stderr, without any credential: its messages repeat the arguments as
+ * given (`unknown option '--database_url=postgresql://app:…@db/app'`, `unknown command 'mysql://…'`).
+ * Each URL of the command line is hidden as a whole, even one with a space in its password, and
+ * any other word that looks like a URL is redacted.
+ */
+function hideCredentials(text: string): string {
+  const urls = process.argv.slice(2).flatMap((arg) => /[a-z][a-z0-9+.-]*:\/\/.*/is.exec(arg)?.[0] ?? []);
+  return redactUrlsIn(urls.reduce((hidden, url) => redactSecretsOf(url, hidden), text));
 }
 
 /** Connects to the URL's database, runs `work`, disconnects; any failure becomes one line and exit 1. */
@@ -284,8 +302,8 @@ function explain(error: unknown, url: string | undefined, table: string): string
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
-  const name = table.split('.').at(-1) ?? table;
-  if (text.includes(name) && /exist|no such table/i.test(text)) {
+  const names = [table.split('.').at(-1) ?? table, STEPS_TABLE];
+  if (names.some((name) => text.includes(name)) && /exist|no such table/i.test(text)) {
     // The folder of the package as installed (node_modules/idempotent-mutations/prisma/…).
     const folder = url
       ? shippedMigrationsFolder(providerOfUrl(url))

@@ -105,6 +105,14 @@ export function sweepBatchDelete(
 }
 
 /**
+ * A statement that reads no row and fails unless each of `tables` (SQL, see `storeTables`) exists:
+ * a sweep runs it before it deletes anything.
+ */
+export function tablesExistQuery(tables: readonly string[]): string {
+  return `SELECT 1 FROM ${tables.join(', ')} WHERE 1 = 0`;
+}
+
+/**
  * One row: `total`, `completed`, `expired` (sweepable), `stuck`, and the `oldest` and `newest`
  * `created_at` as stored.
  */

@@ -8,19 +8,36 @@ const SECRET_PARAMETER = /pass|pwd|secret|token|key|auth|credential|signature/i;
 const PARAMETER = /([?&;\s]|^)([A-Za-z_][\w.-]*)=([^&#;\s]*)/g;
 
 /**
+ * A URL's scheme and user info: everything up to the last `@` before the first `/`, as MariaDB's
+ * driver reads it, so a password may hold `@`, `?` or `#` (`mysql://app:hun#ter2@db/app`).
+ */
+const USER_INFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/]*)@/i;
+
+/**
  * The URL with every credential in it replaced by `***`: the password of its user info and the
  * value of every secret query parameter (`?password=`, `?api_key=` of a `prisma+postgres://` URL,
  * …). The rest stays as written, so the message still says which database was meant.
  */
 export function redact(url: string): string {
   return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_, scheme: string, userInfo: string) => {
+    .replace(USER_INFO, (_, scheme: string, userInfo: string) => {
       const colon = userInfo.indexOf(':');
       return `${scheme}${colon < 0 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
     })
     .replace(PARAMETER, (whole, before: string, name: string, value: string) =>
       SECRET_PARAMETER.test(name) && value ? `${before}${name}=***` : whole,
     );
+}
+
+/** A URL inside free text: from its scheme to the next whitespace, less a closing quote. */
+const URL_IN_TEXT = /[a-z][a-z0-9+.-]*:\/\/\S*?(?=['"]?(\s|$))/gi;
+
+/**
+ * `text` with every URL in it as `redact` writes it, for a message that repeats what it was given
+ * (a command line's mistyped option): each word is a URL from its `scheme://` on.
+ */
+export function redactUrlsIn(text: string): string {
+  return text.replace(URL_IN_TEXT, (url) => redact(url));
 }
 
 /**
@@ -40,7 +57,7 @@ function secretsOf(url: string): string[] {
     // A one- or two-character value would blank out unrelated text; the URL itself is redacted anyway.
     for (const form of [value, safeDecode(value)]) if (form.length >= 3) found.add(form);
   };
-  const userInfo = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)@/i.exec(url)?.[1];
+  const userInfo = USER_INFO.exec(url)?.[2];
   const colon = userInfo?.indexOf(':') ?? -1;
   if (userInfo && colon >= 0) add(userInfo.slice(colon + 1));
   for (const [, , name, value] of url.matchAll(PARAMETER)) {

@@ -72,6 +72,9 @@ export interface StuckRecord {
   steps: string[];
 }
 
+/** How many records' steps one statement of `stuckRecords` reads. */
+const STEPS_QUERY_RECORDS = 250;
+
 /**
  * Lists `IN_PROGRESS` records past their lease by the database's clock, oldest first. The next
  * request with the key takes such a record over; the sweeper deletes it once it has expired.
@@ -99,14 +102,18 @@ export async function stuckRecords(
     expiresAt: toDate(row.expires_at) ?? new Date(0),
     steps: [] as string[],
   }));
-  if (stuck.length === 0) return stuck;
-  const { text, values } = stepsOfRecords(provider, stuck, tables);
-  const steps = await standalone(prisma, provider, (client) =>
-    client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values),
-  );
   const byKey = new Map(stuck.map((record) => [`${record.scope}\u0000${record.key}`, record]));
-  for (const step of steps) {
-    byKey.get(`${String(step.scope)}\u0000${String(step.idempotency_key)}`)?.steps.push(String(step.name));
+  // The steps of a few hundred records a statement, whatever the limit: SQLite refuses a condition
+  // 1,000 ORs deep, PostgreSQL a statement of more than 65,535 parameters.
+  for (let start = 0; start < stuck.length; start += STEPS_QUERY_RECORDS) {
+    const records = stuck.slice(start, start + STEPS_QUERY_RECORDS);
+    const { text, values } = stepsOfRecords(provider, records, tables);
+    const steps = await standalone(prisma, provider, (client) =>
+      client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values),
+    );
+    for (const step of steps) {
+      byKey.get(`${String(step.scope)}\u0000${String(step.idempotency_key)}`)?.steps.push(String(step.name));
+    }
   }
   return stuck;
 }

@@ -1,6 +1,6 @@
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { isTimeout, standalone } from './database-errors.js';
-import { sweepBatchDelete, sweepPick, sweepStatement } from './maintenance-sql.js';
+import { sweepBatchDelete, sweepPick, sweepStatement, tablesExistQuery } from './maintenance-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { stepSweepStatement } from './step-sql.js';
 
@@ -37,7 +37,8 @@ export interface SweepProgress {
 
 /**
  * Deletes expired records in bounded batches and returns how many it deleted, then the durable
- * steps whose record is gone and that have expired too (not counted). A record still
+ * steps whose record is gone and that have expired too (not counted). It deletes nothing unless
+ * both tables exist (the records table and `idempotency_steps`). A record still
  * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
  * Expiry and leases are judged by the database's clock, whatever this process's clock says.
  * Runs on any client with raw queries (`$executeRawUnsafe`); safe to run on several servers at
@@ -68,6 +69,11 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(text, ...values));
     return { count, found: keys.length };
   };
+  // Both tables before the first DELETE: a sweep failing on a missing steps table after deleting
+  // records would leave no word of what it deleted.
+  await standalone(prisma, provider, (client) =>
+    client.$queryRawUnsafe(tablesExistQuery([tables.records, tables.steps])),
+  );
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
     const { count, found } = await batch();

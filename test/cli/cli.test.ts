@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { resolve } from 'node:path';
@@ -394,6 +394,27 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(outcome.stdout + outcome.stderr).not.toMatch(/hunter/);
   });
 
+  it.each([
+    ['an unknown option', ['stats', '--database_url=postgresql://app:hunter2@db/app']],
+    [
+      'an unknown option with a secret parameter',
+      ['stats', '--database_url=postgresql://db/app?sslpassword=hunter2'],
+    ],
+    [
+      'an unknown option with a space in the password',
+      ['stats', '--database_url=postgresql://app:hunter2 hunter3@db/app'],
+    ],
+    ['an unknown command', ['mysql://root:hunter2@db/app']],
+    ['an invalid number', ['sweep', '--batch-size', 'mysql://root:hunter2@db/app']],
+    ['an invalid choice', ['migrate', '--print', '--provider', 'mariadb://root:hunter2@db/app']],
+  ])('never echoes a credential in the message about %s', async (_, args) => {
+    const outcome = await cli(args);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stdout).toBe('');
+    expect(outcome.stderr).toMatch(/^error: .*\*\*\*/);
+    expect(outcome.stderr).not.toMatch(/hunter/);
+  });
+
   it('says a Prisma Postgres / Accelerate URL is no database connection, and what to pass instead', async () => {
     expectOneLineError(
       await cli(['stats', '--database-url', 'prisma+postgres://accelerate.prisma-data.net/?api_key=k']),
@@ -467,6 +488,50 @@ describe('the idempotent-mutations CLI on bad input', () => {
       '20261130000000_idempotency_steps',
       'migration_lock.toml',
     ]);
+  });
+
+  it('deletes nothing without the durable steps’ table, and names it with the command that creates it', async () => {
+    const isolated = await isolatedDatabase(databases[0]!);
+    const prisma = await connect(isolated.db);
+    try {
+      await prisma.$executeRawUnsafe('DROP TABLE idempotency_steps');
+      await insertRecords(prisma, 'sqlite', [
+        ...Array.from({ length: 3 }, (_, i) => ({ scope: 'u', key: `old-${i}`, expiresAt: hourAgo() })),
+        {
+          scope: 'u',
+          key: 'stuck',
+          status: 'IN_PROGRESS' as const,
+          ownerToken: 'a'.repeat(64),
+          lockedUntil: hourAgo(),
+          expiresAt: inAnHour(),
+        },
+      ]);
+      for (const command of ['sweep', 'stuck']) {
+        expectOneLineError(
+          await cli([command, '--database-url', isolated.db.url!]),
+          /idempotency_steps.*create the table: idempotent-mutations migrate/,
+        );
+      }
+      expect(await countRecords(prisma, 'sqlite', 'u')).toBe(4);
+    } finally {
+      await prisma.$disconnect();
+      await isolated.drop();
+    }
+  });
+
+  it('refuses --table on migrate, which creates the tables under their own names', async () => {
+    await rm('.tmp/cli-migrate/table.db', { force: true });
+    const outcome = await cli([
+      'migrate',
+      '--table',
+      'other_records',
+      '--database-url',
+      'file:.tmp/cli-migrate/table.db',
+    ]);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/^error: unknown option '--table'/);
+    expect(existsSync('.tmp/cli-migrate/table.db')).toBe(false);
+    expect((await cli(['migrate', '--help'])).stdout).not.toContain('--table');
   });
 
   it('creates a missing SQLite file with migrate, applies an app’s own migrations too, and prints the SQL with --print', async () => {

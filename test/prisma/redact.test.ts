@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redact, redactSecretsOf } from '../../src/prisma/redact.js';
+import { redact, redactSecretsOf, redactUrlsIn } from '../../src/prisma/redact.js';
 
 describe('redact', () => {
   it.each([
@@ -25,6 +25,10 @@ describe('redact', () => {
       'cockroachdb://root@127.0.0.1:26257/app?sslmode=disable',
       'cockroachdb://root@127.0.0.1:26257/app?sslmode=disable',
     ],
+    ['mysql://app:hun#ter2@db/app', 'mysql://app:***@db/app'],
+    ['mariadb://app:hun?ter2@db/app?connectTimeout=500', 'mariadb://app:***@db/app?connectTimeout=500'],
+    ['mysql://app:p@ss#w?rd@db:3306/app', 'mysql://app:***@db:3306/app'],
+    ['postgresql://app:s3cret@db?sslmode=require', 'postgresql://app:***@db?sslmode=require'],
     ['host=db user=app password=s3cret dbname=app', 'host=db user=app password=*** dbname=app'],
     ['file:./dev.db', 'file:./dev.db'],
   ])('hides the credentials of %s', (url, expected) => {
@@ -39,9 +43,37 @@ describe('redact', () => {
     );
   });
 
+  it.each(['mysql://app:hun#ter2@db/app', 'mariadb://app:hun?ter2@db/app'])(
+    'hides a password holding # or ? wherever a message repeats it: %s',
+    (url) => {
+      const message = `Access denied for user 'app'@'db' (using password: hun${url.includes('#') ? '#' : '?'}ter2)`;
+      expect(redactSecretsOf(url, message)).toBe("Access denied for user 'app'@'db' (using password: ***)");
+    },
+  );
+
   it('leaves a message alone when the URL holds no credential', () => {
     expect(redactSecretsOf('postgresql://app@db/app', 'nothing answers at db:5432')).toBe(
       'nothing answers at db:5432',
+    );
+  });
+});
+
+describe('redactUrlsIn', () => {
+  it('hides the credentials of every URL in a text, wherever it starts and ends', () => {
+    expect(
+      redactUrlsIn(
+        "error: unknown option '--database_url=postgresql://app:hun#ter2@db/app?sslpassword=s3cret'\n" +
+          "error: unknown command 'mysql://root:s3cret@127.0.0.1/app'",
+      ),
+    ).toBe(
+      "error: unknown option '--database_url=postgresql://app:***@db/app?sslpassword=***'\n" +
+        "error: unknown command 'mysql://root:***@127.0.0.1/app'",
+    );
+  });
+
+  it('leaves a text without a URL as it is', () => {
+    expect(redactUrlsIn("error: option '--batch-size <n>' argument '0' is invalid")).toBe(
+      "error: option '--batch-size <n>' argument '0' is invalid",
     );
   });
 });

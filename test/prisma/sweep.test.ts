@@ -300,6 +300,28 @@ describeEachDatabase('sweepExpired', (shared) => {
     ]);
   });
 
+  it('lists more than a thousand stuck records, each with its steps', async () => {
+    const scope = uniqueScope('stuck');
+    const stuck = Array.from({ length: 1_200 }, (_, i) => ({
+      scope,
+      key: `stuck-${i}`,
+      status: 'IN_PROGRESS' as const,
+      ownerToken: 'b'.repeat(64),
+      createdAt: new Date(at('1990-01-01T00:00:00Z').getTime() + i * 1_000),
+      lockedUntil: at('2002-05-31T00:00:00Z'),
+      expiresAt: at('2100-01-01T00:00:00Z'),
+    }));
+    await insertRecords(prisma, db.provider, stuck);
+    await insertSteps(prisma, db.provider, scope, 'stuck-0', ['reserve']);
+    await insertSteps(prisma, db.provider, scope, 'stuck-1199', ['reserve', 'charge']);
+    const listed = await stuckRecords(prisma, { limit: 1_500 });
+    expect(listed.map((r) => r.key)).toEqual(stuck.map((r) => r.key));
+    expect(listed.filter((r) => r.steps.length > 0).map((r) => [r.key, r.steps])).toEqual([
+      ['stuck-0', ['reserve']],
+      ['stuck-1199', ['reserve', 'charge']],
+    ]);
+  });
+
   it.each([
     ['a day behind', -DAY],
     ['a day ahead', DAY],
