@@ -23,6 +23,13 @@ export interface LocalCacheOptions {
   clock?: (() => number) | undefined;
 }
 
+/**
+ * Stores count time in whole milliseconds read off a finer clock (a database truncates its
+ * microseconds), so a record may end up to a millisecond sooner than a duration counted from the
+ * moment its write or read was sent says: an entry ends that much earlier.
+ */
+const STORE_CLOCK_STEP_MS = 1;
+
 /** What one entry costs beyond its strings: the entry, the record object, its dates. */
 const ENTRY_OVERHEAD_BYTES = 400;
 
@@ -31,10 +38,11 @@ const ENTRY_OVERHEAD_BYTES = 400;
  * same server costs no round trip. Safe because a completed record never changes before it
  * expires. The cache never outlives a record by the store's clock: a record read with
  * `liveForMs` left (measured by the store, a database in SQL) is kept until that long after the
- * read was *sent*, on this process's monotonic clock, so clock skew between servers and the
- * database does not matter, and the cached entry ends a little before the record does. A record
- * this process completes is kept from its commit on, until `ttlMs` after its completion was sent
- * (the store counts its expiry from a moment no earlier). The core still checks the fingerprint
+ * read was *sent* (less a millisecond: stores keep whole milliseconds), on this process's
+ * monotonic clock, so clock skew between servers and the database does not matter, and the cached
+ * entry ends a little before the record does. A record this process completes is kept from its
+ * commit on, until `ttlMs` after its completion was sent, less that millisecond (the store counts
+ * its expiry from a moment no earlier, truncated). The core still checks the fingerprint
  * of every cached record. `findCached` reads the memory alone: a call hinted as a first attempt
  * (`firstAttempt`) sends no read to the store, yet a cached record still answers it for free.
  */
@@ -68,6 +76,9 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     }
   };
 
+  /** When an entry ends: `liveForMs` after `sent`, a store's clock step sooner. */
+  const endOf = (sent: number, liveForMs: number) => sent + liveForMs - STORE_CLOCK_STEP_MS;
+
   const recall = (scope: string, key: string): StoredRecord | null => {
     const hit = forget(idOf(scope, key));
     if (!hit) return null;
@@ -85,7 +96,7 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
       if (hit) return hit;
       const sent = clock();
       const record = await store.find(scope, key);
-      if (record?.status === 'COMPLETED' && record.liveForMs > 0) keep(record, sent + record.liveForMs);
+      if (record?.status === 'COMPLETED' && record.liveForMs > 0) keep(record, endOf(sent, record.liveForMs));
       return record;
     },
     ...(store.transaction && {
@@ -125,7 +136,7 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
         const claim = claimed;
         if (claim) {
           const keepIt = done.then(
-            (times) => () => keep(completedRecord(claim, completion, times), sent + completion.ttlMs),
+            (times) => () => keep(completedRecord(claim, completion, times), endOf(sent, completion.ttlMs)),
           );
           keepIt.catch(() => undefined); // the transaction reports the failure
           completed(keepIt);
@@ -158,7 +169,7 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
         claims.delete(completion.ownerToken);
         const sent = clock();
         const done = await lease.complete(completion);
-        if (done && claim) keep(completedRecord(claim, completion, done), sent + completion.ttlMs);
+        if (done && claim) keep(completedRecord(claim, completion, done), endOf(sent, completion.ttlMs));
         return done;
       },
       release(owner: Parameters<LeaseOperations<Tx>['release']>[0]) {
