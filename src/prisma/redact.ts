@@ -4,8 +4,11 @@
  */
 const SECRET_PARAMETER = /pass|pwd|secret|token|key|auth|credential|signature/i;
 
-/** `?name=value`, `&name=value`, `;name=value` or a libpq ` name=value`. */
-const PARAMETER = /([?&;\s]|^)([A-Za-z_][\w.-]*)=([^&#;\s]*)/g;
+/**
+ * `?name=value`, `&name=value`, `;name=value` or a libpq ` name=value`, whose value may be quoted
+ * (`password='hunter 2'`, with `\'` and `\\` escapes).
+ */
+const PARAMETER = /([?&;\s]|^)([A-Za-z_][\w.-]*)=('(?:[^'\\]|\\.)*'?|[^&#;\s]*)/g;
 
 /**
  * A URL's scheme and user info: everything up to the last `@` before the first `/`, as MariaDB's

@@ -30,6 +30,8 @@ describe('redact', () => {
     ['mysql://app:p@ss#w?rd@db:3306/app', 'mysql://app:***@db:3306/app'],
     ['postgresql://app:s3cret@db?sslmode=require', 'postgresql://app:***@db?sslmode=require'],
     ['host=db user=app password=s3cret dbname=app', 'host=db user=app password=*** dbname=app'],
+    // A quoted libpq value, spaces and escaped quotes in it: hidden whole.
+    ["host=db password='hunter 2 \\'x' dbname=app", 'host=db password=*** dbname=app'],
     ['file:./dev.db', 'file:./dev.db'],
   ])('hides the credentials of %s', (url, expected) => {
     expect(redact(url)).toBe(expected);
