@@ -141,7 +141,10 @@ export function prismaStore<Client extends PrismaClientLike>(
 
     async find(scope, key) {
       storable(scope, key);
-      return unavailableOnConnectionError(() => recordOf(reader, statements.find(scope, key)));
+      return unavailableOnConnectionError(
+        () => recordOf(reader, statements.find(scope, key)),
+        transactionOptions.maxWait,
+      );
     },
 
     transaction: (work) =>
@@ -272,7 +275,10 @@ export function prismaStore<Client extends PrismaClientLike>(
     return {
       async list(scope, key) {
         storable(scope, key);
-        const found = await unavailableOnConnectionError(() => rows(reader, steps.list(scope, key)));
+        const found = await unavailableOnConnectionError(
+          () => rows(reader, steps.list(scope, key)),
+          transactionOptions.maxWait,
+        );
         return found.map((row) => ({
           name: String(row.name),
           position: Number(row.ordinal),
