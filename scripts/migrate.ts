@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { adapterForUrl, providerOfUrl, redact } from '../src/prisma/adapter-for-url.js';
+import { adapterForUrl, providerOfUrl, redact, sqliteFileOfUrl } from '../src/prisma/adapter-for-url.js';
 import {
   applyMigrations,
   type MigrationTarget,
@@ -21,7 +21,7 @@ const examples = fileURLToPath(new URL('../examples/prisma/', import.meta.url));
 export async function migrate(url: string): Promise<string[]> {
   const provider = providerOfUrl(url);
   if (provider === 'sqlite') {
-    await mkdir(dirname(url.replace(/^(file|sqlite):(\/\/)?/i, '')), { recursive: true });
+    await mkdir(dirname(sqliteFileOfUrl(url)), { recursive: true });
   }
   const migrations = [
     ...(await readMigrations(shippedMigrationsFolder(provider))),

@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { IdempotencyStoreUnavailableError } from '../core/errors.js';
-import { adapterForUrl, providerOfUrl, redact } from '../prisma/adapter-for-url.js';
+import { adapterForUrl, providerOfUrl, redact, sqliteFileOfUrl } from '../prisma/adapter-for-url.js';
 import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
 import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
@@ -264,7 +264,10 @@ async function withDatabase(
     if (!url) throw new Error('no database URL: pass --database-url or set DATABASE_URL');
     const provider = providerOfUrl(url);
     if (provider === 'sqlite') {
-      const file = url.replace(/^(file|sqlite):(\/\/)?/i, '').replace(/\?.*$/, '');
+      const file = sqliteFileOfUrl(url);
+      if (file === ':memory:') {
+        throw new Error('an in-memory SQLite database (:memory:) ends with the command: give a file path');
+      }
       // better-sqlite3 would create a missing file and then report a missing table.
       if (createSqliteFile) mkdirSync(dirname(file), { recursive: true });
       else if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);

@@ -46,6 +46,44 @@ export function providerOfUrl(url: string): Provider {
   }
 }
 
+/**
+ * The parameters of Prisma 6's SQLite URLs (`file:./dev.db?connection_limit=1`). They have nothing to
+ * set on `@prisma/adapter-better-sqlite3`, which opens one connection, and the store waits out a lock
+ * itself: a URL written for Prisma 6 keeps working without them.
+ */
+const PRISMA6_SQLITE_PARAMETERS = new Set([
+  'connection_limit',
+  'socket_timeout',
+  'pool_timeout',
+  'max_connection_lifetime',
+  'max_idle_connection_lifetime',
+]);
+
+/**
+ * The file a SQLite URL names, as `adapterForUrl` and the CLI open it: `file:` or `sqlite:`, then a
+ * path, relative to the working directory or absolute. A `//` after the scheme is dropped
+ * (`sqlite://./app.db` is `./app.db`, `file:///srv/app.db` is `/srv/app.db`); nothing is
+ * percent-decoded. `file::memory:` is an in-memory database. A query is not part of the path: the
+ * parameters of Prisma 6's SQLite URLs (`?connection_limit=1`, `socket_timeout`, `pool_timeout`,
+ * `max_connection_lifetime`, `max_idle_connection_lifetime`) are ignored, and any other is refused
+ * rather than lost (SQLite's own URI parameters, such as `mode=ro`, are not supported).
+ */
+export function sqliteFileOfUrl(url: string): string {
+  if (providerOfUrl(url) !== 'sqlite') throw new TypeError(`Not a SQLite URL: ${redact(url)}`);
+  const [, path = '', query] = /^[a-z]+:(?:\/\/)?([^?]*)(?:\?(.*))?$/is.exec(url) ?? [];
+  const unknown = (query ?? '')
+    .split('&')
+    .map((parameter) => parameter.split('=')[0] ?? '')
+    .filter((name) => name && !PRISMA6_SQLITE_PARAMETERS.has(name));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `Unsupported in the SQLite URL ${redact(url)}: ${unknown.join(', ')}. Only the file's path is read; Prisma 6's connection_limit, socket_timeout, pool_timeout, max_connection_lifetime and max_idle_connection_lifetime are ignored`,
+    );
+  }
+  if (!path) throw new TypeError(`No file path in the SQLite URL ${redact(url)}: write file:./dev.db`);
+  return path;
+}
+
 /** Options of `adapterForUrl`. */
 export interface AdapterForUrlOptions {
   /**
@@ -69,8 +107,8 @@ export interface AdapterForUrlOptions {
 }
 
 /**
- * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` (with a busy
- * timeout of `SQLITE_BUSY_TIMEOUT_MS`),
+ * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` or `sqlite:`
+ * (on the file `sqliteFileOfUrl` reads from the URL, with a busy timeout of `SQLITE_BUSY_TIMEOUT_MS`),
  * `@prisma/adapter-pg` for `postgresql://` and `cockroachdb://` (honouring libpq's `connect_timeout`,
  * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option; its connections
  * pipeline and send each transaction's `BEGIN` with its first statement, see `lazyBegin`, and
@@ -95,7 +133,8 @@ async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Pro
       );
       // A short synchronous busy wait: the store waits out longer locks without blocking the event loop.
       return new PrismaBetterSqlite3({
-        url: url.replace(/^sqlite:/i, 'file:'),
+        // The adapter strips one `file:` and opens the rest as it is.
+        url: `file:${sqliteFileOfUrl(url)}`,
         timeout: SQLITE_BUSY_TIMEOUT_MS,
       });
     }

@@ -32,11 +32,28 @@ export async function readMigrations(folder: string): Promise<Migration[]> {
   );
 }
 
+/** A statement without parameters, as a driver adapter takes it. */
+interface RawQuery {
+  sql: string;
+  args: unknown[];
+  argTypes: unknown[];
+}
+
 /** What a connected Prisma driver adapter offers that the migrations need. */
 export interface MigrationTarget {
-  executeRaw(query: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<number>;
-  queryRaw(query: { sql: string; args: unknown[]; argTypes: unknown[] }): Promise<{ rows: unknown[][] }>;
+  executeRaw(query: RawQuery): Promise<number>;
+  queryRaw(query: RawQuery): Promise<{ rows: unknown[][] }>;
   executeScript(script: string): Promise<void>;
+  startTransaction(): Promise<MigrationTransaction>;
+}
+
+/** A driver adapter's transaction: on its own connection until `commit` or `rollback`. */
+export interface MigrationTransaction {
+  /** `true`: `commit` and `rollback` end the transaction; `false`: they only release its connection. */
+  readonly options: { usePhantomQuery: boolean };
+  executeRaw(query: RawQuery): Promise<number>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
 }
 
 /**
@@ -44,8 +61,13 @@ export interface MigrationTarget {
  * recorded in `_prisma_migrations` the way `prisma migrate deploy` does (same table, same
  * checksum), so `prisma migrate` later sees it as applied when its folder is in the app's own
  * migrations. Needs no schema engine, which `prisma migrate` downloads and offline machines lack.
- * PostgreSQL and SQLite apply each migration with its record in one transaction; MySQL commits each
- * DDL statement on its own.
+ *
+ * PostgreSQL, CockroachDB and SQLite apply each migration's statements and its record in one
+ * transaction: a migration that fails leaves nothing of itself, and the next run applies it whole.
+ * (A statement PostgreSQL refuses in a transaction, such as `CREATE INDEX CONCURRENTLY`, cannot be
+ * in such a migration, as with `prisma migrate deploy`.) MySQL and MariaDB commit each DDL statement
+ * on its own: a migration that fails partway keeps the statements before the failure, unrecorded,
+ * and must be cleaned up by hand before it can run again.
  */
 export async function applyMigrations(
   db: MigrationTarget,
@@ -86,12 +108,53 @@ export async function applyMigrations(
         await run(statement);
       }
       await run(record);
+    } else if (provider === 'sqlite') {
+      await scriptInOneTransaction(db, `${sql}\n;${record};`);
     } else {
-      // One script, one transaction: PostgreSQL runs a multi-statement query atomically; SQLite is told to.
-      const script = `${sql}\n;${record};`;
-      await db.executeScript(provider === 'sqlite' ? `BEGIN;\n${script}\nCOMMIT;` : script);
+      await statementsInOneTransaction(db, [sql, record]);
     }
     ran.push(name);
   }
   return ran;
+}
+
+/**
+ * SQLite: runs `script` in one transaction. better-sqlite3 runs a script as SQLite splits it (a
+ * trigger's `BEGIN … END` included), on the adapter's one connection.
+ */
+async function scriptInOneTransaction(db: MigrationTarget, script: string): Promise<void> {
+  try {
+    await db.executeScript(`BEGIN;\n${script}\nCOMMIT;`);
+  } catch (error) {
+    // A failed script stops where it failed, inside the transaction.
+    try {
+      await db.executeScript('ROLLBACK');
+    } catch {
+      // No transaction was open: BEGIN itself failed.
+    }
+    throw error;
+  }
+}
+
+/**
+ * PostgreSQL, CockroachDB: runs `statements` in one transaction, on the one connection it holds.
+ * A statement may be a whole script: sent without parameters, `pg` uses the simple query protocol,
+ * which takes several statements (and splits them as the server does, dollar quotes and all). Not
+ * `executeScript`: `@prisma/adapter-pg`'s splits on `;` and sends each piece to the pool on its
+ * own, where each commits by itself. As Prisma's client does, `COMMIT` and `ROLLBACK` are sent here when the
+ * adapter's `commit` and `rollback` only hand the connection back (`usePhantomQuery: false`, as
+ * `@prisma/adapter-pg`'s).
+ */
+async function statementsInOneTransaction(db: MigrationTarget, statements: readonly string[]): Promise<void> {
+  const tx = await db.startTransaction();
+  const run = (sql: string) => tx.executeRaw({ sql, args: [], argTypes: [] });
+  try {
+    for (const statement of statements) await run(statement);
+    if (!tx.options.usePhantomQuery) await run('COMMIT');
+  } catch (error) {
+    if (!tx.options.usePhantomQuery) await run('ROLLBACK').catch(() => undefined);
+    await tx.rollback();
+    throw error;
+  }
+  await tx.commit();
 }

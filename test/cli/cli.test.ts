@@ -573,6 +573,40 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(fromUrl.stdout).toContain('CREATE TABLE "idempotency_records"');
   });
 
+  it('creates and opens the one file a sqlite:// URL or a URL with Prisma 6’s parameters names', async () => {
+    await rm('.tmp/cli-urls', { recursive: true, force: true });
+    const migrated = await cli(['migrate', '--database-url', 'sqlite://.tmp/cli-urls/app.db']);
+    expect(migrated).toEqual({
+      code: 0,
+      stdout: 'Applied 20261121000000_idempotency_records, 20261130000000_idempotency_steps.\n',
+      stderr: '',
+    });
+    const stats = await cli([
+      'stats',
+      '--json',
+      '--database-url',
+      'file:.tmp/cli-urls/app.db?connection_limit=1&socket_timeout=10',
+    ]);
+    expect(stats.stderr).toBe('');
+    expect(JSON.parse(stats.stdout)).toMatchObject({ total: 0 });
+    expect(readdirSync('.tmp/cli-urls')).toEqual(['app.db']);
+  });
+
+  it.each([
+    [
+      'a SQLite parameter it would not apply',
+      'file:.tmp/cli-urls/app.db?mode=ro',
+      /: mode\. Only the file's path/,
+    ],
+    [
+      'an in-memory SQLite database',
+      'file::memory:',
+      /in-memory SQLite database \(:memory:\) ends with the command/,
+    ],
+  ])('refuses %s', async (_, url, message) => {
+    expectOneLineError(await cli(['migrate', '--database-url', url]), message);
+  });
+
   it('rejects a batch size that is not a positive integer', async () => {
     const outcome = await cli(['sweep', '--batch-size', '0', '--database-url', 'file:.tmp/x.db']);
     expect(outcome.code).not.toBe(0);

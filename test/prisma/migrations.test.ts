@@ -1,0 +1,111 @@
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
+import type { Provider } from '../../src/prisma/client.js';
+import {
+  applyMigrations,
+  type Migration,
+  type MigrationTarget,
+  readMigrations,
+} from '../../src/prisma/migrations.js';
+import { describeEachDatabase } from '../helpers/databases.js';
+import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
+
+type Adapter = MigrationTarget & { dispose(): Promise<void> };
+
+const sql = (text: string) => ({ sql: text, args: [], argTypes: [] });
+
+/** A migrations folder of its own under .tmp/, with one `migration.sql` per name, read as the CLI reads it. */
+async function migrationsFolder(label: string, scripts: Record<string, string>): Promise<Migration[]> {
+  const folder = `.tmp/migrations-${label}/`;
+  await rm(folder, { recursive: true, force: true });
+  for (const [name, script] of Object.entries(scripts)) {
+    await mkdir(`${folder}${name}`, { recursive: true });
+    await writeFile(`${folder}${name}/migration.sql`, script);
+  }
+  return readMigrations(folder);
+}
+
+const NAME = '20990101000000_probe';
+const CREATE_PROBE = 'CREATE TABLE migration_probe (id INTEGER NOT NULL);\n';
+
+describeEachDatabase('applying migrations', (shared) => {
+  let isolated: IsolatedDatabase;
+  let adapter: Adapter;
+  const { provider } = shared;
+
+  beforeAll(async () => {
+    isolated = await isolatedDatabase(shared);
+    adapter = (await (await adapterForUrl(isolated.db.url!)).connect()) as Adapter;
+  });
+  afterAll(async () => {
+    await adapter?.dispose();
+    await isolated?.drop();
+  });
+
+  const probeTables = async () =>
+    Number((await adapter.queryRaw(sql(tableCount(provider, 'migration_probe')))).rows[0]?.[0]);
+  const recorded = async () =>
+    (
+      await adapter.queryRaw(
+        sql(`SELECT migration_name FROM _prisma_migrations WHERE migration_name = '${NAME}'`),
+      )
+    ).rows.map(([name]) => name);
+
+  // Registered only where it applies: no skipped case on the other databases.
+  if (provider !== 'mysql')
+    it('applies a migration with its record or not at all: one that fails halfway leaves neither, and the corrected one applies whole', async () => {
+      const failing = await migrationsFolder(`${provider}-failing`, {
+        [NAME]: `${CREATE_PROBE}-- the second statement fails\nINSERT INTO no_such_table VALUES (1);\n`,
+      });
+      await expect(applyMigrations(adapter, provider, failing)).rejects.toThrow();
+      expect(await probeTables()).toBe(0);
+      expect(await recorded()).toEqual([]);
+
+      const corrected = await migrationsFolder(`${provider}-corrected`, {
+        [NAME]: `${CREATE_PROBE}INSERT INTO migration_probe VALUES (1);\n`,
+      });
+      expect(await applyMigrations(adapter, provider, corrected)).toEqual([NAME]);
+      expect(await probeTables()).toBe(1);
+      expect(
+        (await adapter.queryRaw(sql('SELECT id FROM migration_probe'))).rows.map(([id]) => Number(id)),
+      ).toEqual([1]);
+      expect(await recorded()).toEqual([NAME]);
+      expect(await applyMigrations(adapter, provider, corrected)).toEqual([]);
+    });
+
+  if (provider === 'mysql')
+    it('keeps what a migration created before the statement that failed, unrecorded, as MySQL commits each DDL statement', async () => {
+      const failing = await migrationsFolder(`${provider}-failing`, {
+        [NAME]: `${CREATE_PROBE}INSERT INTO no_such_table VALUES (1);\n`,
+      });
+      await expect(applyMigrations(adapter, provider, failing)).rejects.toThrow();
+      expect(await probeTables()).toBe(1);
+      expect(await recorded()).toEqual([]);
+    });
+
+  if (provider === 'postgresql')
+    it('keeps a ; inside a string, a quoted name, a comment or a dollar-quoted body within its statement', async () => {
+      const migrations = await migrationsFolder(`${provider}-quoted`, {
+        '20990102000000_quoted': [
+          'CREATE FUNCTION probe_answer() RETURNS TEXT LANGUAGE plpgsql AS $body$',
+          'BEGIN',
+          "  RETURN 'a;b'; -- the answer;",
+          'END;',
+          '$body$;',
+          `CREATE TABLE "probe;quoted" ("a;b" TEXT NOT NULL DEFAULT E'x\\';y' /* a ; /* nested; */ */);`,
+          `INSERT INTO "probe;quoted" DEFAULT VALUES;`,
+        ].join('\n'),
+      });
+      expect(await applyMigrations(adapter, provider, migrations)).toEqual(['20990102000000_quoted']);
+      const { rows } = await adapter.queryRaw(sql('SELECT probe_answer(), "a;b" FROM "probe;quoted"'));
+      expect(rows).toEqual([['a;b', "x';y"]]);
+    });
+});
+
+/** How many tables of that name the connection's schema (or database, or file) has. */
+function tableCount(provider: Provider, name: string): string {
+  return provider === 'sqlite'
+    ? `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '${name}'`
+    : `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ${provider === 'mysql' ? 'DATABASE()' : 'current_schema()'} AND table_name = '${name}'`;
+}
