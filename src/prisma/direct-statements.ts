@@ -22,21 +22,51 @@ export function sendsInOrder(opening: Opening, provider: Provider): boolean {
   return provider === 'postgresql' && opening.adapterName === '@prisma/adapter-pg';
 }
 
-const openings = new AsyncLocalStorage<Opening>();
+/** An opening whose transaction has not started yet: the first transaction started in it is taken. */
+interface Pending {
+  opening: Opening;
+  taken: boolean;
+}
+
+const openings = new AsyncLocalStorage<Pending>();
 /**
  * Whether any factory was wrapped: until one is, `openTransaction` runs no `AsyncLocalStorage`, whose
  * hooks, once on, cost every promise of the process a little (see the README's Benchmarks).
  */
 let wrapping = false;
+/**
+ * Openings not yet taken. The storage is on only while there are some: once it is, Node runs a hook
+ * for every promise of the process (on Node 20 and 22), so it is turned off when none waits.
+ */
+let waiting = 0;
 
 /**
  * Runs `open`, which starts one interactive transaction (`prisma.$transaction`), so that a driver
  * adapter wrapped by `directStatements` hands the first transaction it starts to `opening.direct`.
  * Read it as the transaction's work begins: a transaction the work opens of its own comes later.
  */
-export function openTransaction<T>(open: (opening: Opening) => T): T {
+export function openTransaction<T>(open: (opening: Opening) => PromiseLike<T>): Promise<T> {
   const opening: Opening = {};
-  return wrapping ? openings.run(opening, () => open(opening)) : open(opening);
+  if (!wrapping) return Promise.resolve(open(opening));
+  const pending: Pending = { opening, taken: false };
+  waiting++;
+  let opened: PromiseLike<T>;
+  try {
+    opened = openings.run(pending, open, opening);
+  } catch (error) {
+    take(pending);
+    throw error;
+  }
+  // Taken when its transaction starts; else (an adapter not wrapped, a failure first) now.
+  return Promise.resolve(opened).finally(() => take(pending));
+}
+
+/** Marks `pending` taken; true the first time. The last opening taken turns the storage off. */
+function take(pending: Pending): boolean {
+  if (pending.taken) return false;
+  pending.taken = true;
+  if (--waiting === 0) openings.disable();
+  return true;
 }
 
 /**
@@ -93,10 +123,12 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
       const adapter = (await connect(...args)) as object;
       return withMethods(adapter, {
         async startTransaction(start, ...args) {
-          const opening = openings.getStore();
+          // The first transaction started in an opening is the store's; any other is not handed over.
+          const pending = openings.getStore();
+          const mine = pending !== undefined && take(pending);
           const transaction = (await start(...args)) as AdapterTransaction;
-          // The first transaction started in the opening is the store's; any other is not handed over.
-          if (!opening || opening.direct) return transaction;
+          if (!mine) return transaction;
+          const { opening } = pending;
           const { prismaSide, direct } = guarded(transaction);
           opening.direct = direct;
           opening.adapterName = (transaction as { adapterName?: string }).adapterName;

@@ -1,5 +1,8 @@
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { Decimal } from '@prisma/client/runtime/client';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyTransactionExpiredError, runIdempotent } from '../../src/index.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import {
@@ -9,6 +12,7 @@ import {
   type TestDatabase,
   uniqueScope,
 } from '../helpers/databases.js';
+import type { HooksReport } from './async-storage-process.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -90,5 +94,29 @@ describeEachServerDatabase('a transaction the resolver opens of its own', (db) =
     expect(first.replayed).toBe(false);
     expect(await call()).toEqual({ ...first, replayed: true });
     expect(await prisma.payment.count({ where: { userId: scope } })).toBe(2);
+  });
+});
+
+describe('the AsyncLocalStorage the store opens its transactions in', () => {
+  it('is on only while a transaction opens: between them, and in the resolver, no promise pays its hooks', async () => {
+    const script = fileURLToPath(new URL('./async-storage-process.ts', import.meta.url));
+    const url = `file:.tmp/async-storage-${randomUUID().slice(0, 8)}.db`;
+    // A process of its own: another test's AsyncLocalStorage would turn the hooks on here.
+    const report = await new Promise<HooksReport>((resolve, reject) => {
+      const child = fork(script, [url], { execArgv: ['--import', 'tsx', '--conditions=source'] });
+      child.once('message', (message) => resolve(message as HooksReport));
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`the process exited with ${code} before reporting`)));
+    });
+    expect(report.hooksOn).toEqual({
+      'before any call': false,
+      'in a resolver': false,
+      'after a call': false,
+      'after 20 calls at once': false,
+      'after a failed call': false,
+    });
+    // 1 + 10 keys, each twice at once: every call ran or replayed as it should.
+    expect(report.payments).toBe(11);
+    expect(report.replays).toBe(10);
   });
 });
