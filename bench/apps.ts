@@ -76,8 +76,9 @@ export async function floorPayment(
   const statements = statementsOf(provider);
   const scope = userId;
   let completed: Promise<unknown> | undefined;
-  const payment = await openTransaction((opening) =>
+  const payment = await openTransaction((opening, begun) =>
     prisma.$transaction(async (tx) => {
+      begun();
       const own = opening.direct ? queryableOf(opening.direct) : tx;
       const rows = ({ text, values }: Sql) =>
         own.$queryRawUnsafe<unknown[]>(textFor(provider, text), ...values);

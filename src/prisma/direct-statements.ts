@@ -35,30 +35,38 @@ const openings = new AsyncLocalStorage<Pending>();
  */
 let wrapping = false;
 /**
- * Openings not yet taken. The storage is on only while there are some: once it is, Node runs a hook
- * for every promise of the process (on Node 20 and 22), so it is turned off when none waits.
+ * Openings not yet taken. The storage is on only while there are some: once it is, Node 20 and 22
+ * run a hook for every promise of the process, so it is turned off when none waits. (On Node 24 the
+ * storage has no hooks, and `disable()` only clears it from the current context.)
  */
 let waiting = 0;
 
 /**
  * Runs `open`, which starts one interactive transaction (`prisma.$transaction`), so that a driver
  * adapter wrapped by `directStatements` hands the first transaction it starts to `opening.direct`.
- * Read it as the transaction's work begins: a transaction the work opens of its own comes later.
+ * Read it as the transaction's work begins, and call `begun()` there: a transaction the work opens
+ * of its own comes later, and is never handed over.
  */
-export function openTransaction<T>(open: (opening: Opening) => PromiseLike<T>): Promise<T> {
+export function openTransaction<T>(
+  open: (opening: Opening, begun: () => void) => PromiseLike<T>,
+): Promise<T> {
   const opening: Opening = {};
-  if (!wrapping) return Promise.resolve(open(opening));
+  if (!wrapping) return Promise.resolve(open(opening, () => undefined));
   const pending: Pending = { opening, taken: false };
+  const begun = () => {
+    take(pending);
+  };
   waiting++;
   let opened: PromiseLike<T>;
   try {
-    opened = openings.run(pending, open, opening);
+    opened = openings.run(pending, open, opening, begun);
   } catch (error) {
     take(pending);
     throw error;
   }
-  // Taken when its transaction starts; else (an adapter not wrapped, a failure first) now.
-  return Promise.resolve(opened).finally(() => take(pending));
+  // Taken when the adapter starts its transaction, or when the work begins (an adapter not
+  // wrapped); else, having failed before either, now.
+  return Promise.resolve(opened).finally(begun);
 }
 
 /** Marks `pending` taken; true the first time. The last opening taken turns the storage off. */
@@ -112,9 +120,10 @@ const ENDING = /^\s*(COMMIT|ROLLBACK)\s*;?\s*$/i;
  * Prisma's own would. Without it the store sends them through the transaction client, as a
  * resolver does. `adapterForUrl`'s factories come wrapped.
  *
- * Once a factory is wrapped, the store opens its transactions in an `AsyncLocalStorage`, which turns
- * on Node's promise hooks for the whole process: every promise then costs a little more
- * (`npm run bench:async-context`).
+ * Once a factory is wrapped, the store opens its transactions in an `AsyncLocalStorage`. On Node 20
+ * and 22 one that is on runs a hook for every promise of the process (`npm run bench:async-context`),
+ * so it is on only from a store transaction's `$transaction` call until its adapter starts the
+ * transaction.
  */
 export function directStatements<Factory extends DriverAdapterFactory>(factory: Factory): Factory {
   wrapping = true;

@@ -198,22 +198,21 @@ export function prismaStore<Client extends PrismaClientLike>(
           sent.catch(() => undefined); // awaited below, unless the transaction fails first
           sentWithCommit = sent;
         };
-        const value = await openTransaction((opening) =>
-          prisma.$transaction(
-            (tx: Tx & PrismaQueryable) =>
-              inside(
-                () =>
-                  opening.direct
-                    ? work(
-                        tx,
-                        queryableOf(opening.direct),
-                        sendsInOrder(opening, provider) ? withCommit : undefined,
-                      )
-                    : work(tx, tx),
-                askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
-              ),
-            transactionOptions,
-          ),
+        const value = await openTransaction((opening, begun) =>
+          prisma.$transaction((tx: Tx & PrismaQueryable) => {
+            begun();
+            return inside(
+              () =>
+                opening.direct
+                  ? work(
+                      tx,
+                      queryableOf(opening.direct),
+                      sendsInOrder(opening, provider) ? withCommit : undefined,
+                    )
+                  : work(tx, tx),
+              askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
+            );
+          }, transactionOptions),
         );
         // Answered before the COMMIT was, on the same connection.
         await sentWithCommit?.catch((error: unknown) => {

@@ -114,9 +114,16 @@ describe('the AsyncLocalStorage the store opens its transactions in', () => {
       'after a call': false,
       'after 20 calls at once': false,
       'after a failed call': false,
+      'after a call Prisma refused': false,
+      'in a resolver, adapter not wrapped': false,
+      'after a call, adapter not wrapped': false,
     });
-    // 1 + 10 keys, each twice at once: every call ran or replayed as it should.
-    expect(report.payments).toBe(11);
+    expect(report.refusedOpening).not.toBe('it ran');
+    // The wrapped adapter handed each call its own transaction: none of the store's statements went
+    // through the client.
+    expect(report.storeStatementsLogged).toBe(0);
+    // 1 + 10 keys, each twice at once, and one on the unwrapped client: each ran once.
+    expect(report.payments).toBe(12);
     expect(report.replays).toBe(10);
   });
 });
