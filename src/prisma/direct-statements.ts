@@ -36,10 +36,15 @@ const openings = new AsyncLocalStorage<Pending>();
 let wrapping = false;
 /**
  * Openings not yet taken. The storage is on only while there are some: once it is, Node 20 and 22
- * run a hook for every promise of the process, so it is turned off when none waits. (On Node 24 the
- * storage has no hooks, and `disable()` only clears it from the current context.)
+ * run a hook for every promise of the process, so it is turned off when none waits.
  */
 let waiting = 0;
+/**
+ * Whether an `AsyncLocalStorage` that is on costs every promise a hook. From Node 24 it keeps its
+ * stores in the async context frame instead, with no hooks to turn off, and `disable()`, which Node
+ * may deprecate, is not called.
+ */
+const storageRunsHooks = Number(process.versions.node.split('.')[0]) < 24;
 
 /**
  * Runs `open`, which starts one interactive transaction (`prisma.$transaction`), so that a driver
@@ -73,7 +78,7 @@ export function openTransaction<T>(
 function take(pending: Pending): boolean {
   if (pending.taken) return false;
   pending.taken = true;
-  if (--waiting === 0) openings.disable();
+  if (--waiting === 0 && storageRunsHooks) openings.disable();
   return true;
 }
 
