@@ -45,7 +45,7 @@ export class CallTracking {
     return observer ? new CallTracking(observer, clock) : undefined;
   }
 
-  /** Runs the call within the observer's `around`, and reports its end. */
+  /** Runs the call within the observer's `around` (see `within`), and reports its end. */
   run<R>(work: () => Promise<R>): Promise<R> {
     const observed = async () => {
       try {
@@ -57,7 +57,8 @@ export class CallTracking {
         throw error;
       }
     };
-    return this.observer.around ? this.observer.around(observed) : observed();
+    const { observer } = this;
+    return observer.around ? within((run) => observer.around!(run), observed) : observed();
   }
 
   start(phase: IdempotencyPhase): void {
@@ -76,19 +77,10 @@ export class CallTracking {
     }
   }
 
-  /** Runs a step within the observer's `step`; an observer that throws before running it is passed by. */
+  /** Runs a step within the observer's `step` (see `within`). */
   step<R>(step: ObservedStep, run: () => Promise<R>): Promise<R> {
-    if (!this.observer.step) return run();
-    let ran = false;
-    try {
-      return this.observer.step(step, () => {
-        ran = true;
-        return run();
-      });
-    } catch (error) {
-      if (ran) throw error;
-      return run();
-    }
+    const { observer } = this;
+    return observer.step ? within((go) => observer.step!(step, go), run) : run();
   }
 
   /** `waiting` (for a duplicate holding the key) as the call's `wait` phase. */
@@ -122,5 +114,20 @@ export class CallTracking {
     } catch {
       // An observer must never change the outcome.
     }
+  }
+}
+
+/**
+ * `work` run within `wrap` (an observer's `around` or `step`): once, and answering with its own
+ * outcome, whatever `wrap` throws or returns. When `wrap` failed (or returned) without running it,
+ * it runs on its own.
+ */
+function within<R>(wrap: (run: () => Promise<R>) => unknown, work: () => Promise<R>): Promise<R> {
+  let running: Promise<R> | undefined;
+  const own = () => (running ??= work());
+  try {
+    return Promise.resolve(wrap(own)).then(own, own);
+  } catch {
+    return own();
   }
 }

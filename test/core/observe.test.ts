@@ -226,6 +226,108 @@ describe('the observe hook', () => {
     expect(runs).toEqual(['charge']);
   });
 
+  it.each([
+    [
+      'throws before running the call',
+      (_run: () => unknown) => {
+        throw new Error('observer broke');
+      },
+    ],
+    [
+      'rejects before running the call',
+      async (_run: () => unknown) => {
+        throw new Error('observer broke');
+      },
+    ],
+    [
+      'throws after running the call',
+      (run: () => unknown) => {
+        run();
+        throw new Error('observer broke');
+      },
+    ],
+    [
+      'rejects after the call ended',
+      async (run: () => unknown) => {
+        await run();
+        throw new Error('observer broke');
+      },
+    ],
+    ['never runs the call', (_run: () => unknown) => 'something else'],
+    [
+      'runs the call twice',
+      (run: () => unknown) => {
+        run();
+        return run();
+      },
+    ],
+    [
+      'returns something else',
+      async (run: () => unknown) => {
+        await run();
+        return 'something else';
+      },
+    ],
+  ])(
+    'answers with the call’s own outcome, run once, when the observer’s around %s',
+    async (_name, around) => {
+      const runs: string[] = [];
+      const ends: CallSummary[] = [];
+      const { base } = options({
+        observe: () => ({ around: around as CallObserver['around'], end: (summary) => ends.push(summary) }),
+      });
+      const result = await runIdempotent(base, async () => {
+        runs.push('pay');
+        return 'paid';
+      });
+      expect(result).toMatchObject({ value: 'paid', replayed: false });
+      expect(runs).toEqual(['pay']);
+      expect(ends).toMatchObject([{ outcome: 'executed', error: undefined }]);
+      // The stored result is the one answered: a retry replays it.
+      expect(await runIdempotent(base, async () => 'again')).toMatchObject({ value: 'paid', replayed: true });
+    },
+  );
+
+  it('answers with the resolver’s own error through an around that passes it on', async () => {
+    const { base } = options({
+      observe: () => ({
+        around: (async (run: () => unknown) => {
+          try {
+            return await run();
+          } catch {
+            throw new Error('the observer’s own');
+          }
+        }) as CallObserver['around'],
+        end: () => undefined,
+      }),
+    });
+    await expect(
+      runIdempotent(base, async () => {
+        throw new Error('declined');
+      }),
+    ).rejects.toThrow('declined');
+  });
+
+  it('answers with a step’s own result, run once, when the observer’s step hook throws after running it', async () => {
+    const runs: string[] = [];
+    const { base } = options({
+      mode: 'lease',
+      observe: () => ({
+        step: async (_step, run) => {
+          await run();
+          run();
+          throw new Error('observer broke');
+        },
+        end: () => undefined,
+      }),
+    });
+    const result = await runIdempotent(base, async (_tx, { step }) =>
+      step!('charge', () => runs.push('charge')),
+    );
+    expect(result).toMatchObject({ value: 1, replayed: false });
+    expect(runs).toEqual(['charge']);
+  });
+
   it('is not called for a call refused before it could claim', async () => {
     const { base, calls } = options({ key: '' });
     await expect(runIdempotent(base, async () => 'paid')).rejects.toMatchObject({
