@@ -163,9 +163,10 @@ const instances = new WeakSet<object>();
  * made) claims its keys without reading their records first (`firstAttempt`); any other value, or
  * none, changes nothing.
  *
- * Queries and subscriptions are otherwise never touched. The user's schema is never changed: mutations
- * execute against a copy of it that this plugin makes (once per schema), whose idempotent root
- * fields run through it; each `useIdempotency` has its own copy, store and scope.
+ * Queries and subscriptions are otherwise never touched, nor are mutations that select no idempotent
+ * field and carry no header key. The user's schema is never changed: the other mutations execute
+ * against a copy of it that this plugin makes (once per schema), whose idempotent root fields run
+ * through it; each `useIdempotency` has its own copy, store and scope.
  */
 // biome-ignore lint/suspicious/noExplicitAny: as in the options.
 export function useIdempotency<Context = any, Tx = unknown>({
@@ -214,6 +215,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
    * Refuses, before anything runs, an operation whose idempotent fields could not keep their
    * promise: one selected below the root without a header key (it would run without a key), or,
    * under a header key, one whose `@idempotent(mode:)` is not the mode the operation runs in.
+   * Returns how many idempotent fields the operation selects.
    */
   function checkSelections(
     { fields, nested }: Prepared,
@@ -221,7 +223,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
     document: DocumentNode,
     operation: OperationDefinitionNode,
     key: string | undefined,
-  ): void {
+  ): number {
     const coordinate = (name: string) => `${schema.getMutationType()?.name}.${name}`;
     const selections = idempotentSelections(schema, document, operation, fields);
     if (nested && key === undefined && selections.some((selection) => selection.atRoot)) {
@@ -252,6 +254,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         );
       }
     }
+    return selections.length;
   }
 
   function idempotentResolver(
@@ -438,6 +441,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
       const refuse = (error: unknown) =>
         setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
       let key: string | undefined;
+      let selected: number;
       try {
         key = header ? parseKeyHeader(contextHeader(args.contextValue, header), core.keyPolicy) : undefined;
         refuseHeaderKeyOnBatch(
@@ -446,7 +450,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           String(header),
           `send each mutation its own "${argumentName}" argument`,
         );
-        checkSelections(schema, args.schema, args.document, operation, key);
+        selected = checkSelections(schema, args.schema, args.document, operation, key);
         if (key !== undefined && defersOrStreams(args.document, operation)) {
           // Refused before anything runs: under a lease the effects of the fields that ran first
           // would stay, and the released key would run them again on the retry.
@@ -458,6 +462,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
         refuse(error);
         return;
       }
+      // Nothing idempotent runs: the mutation runs as it would without this plugin.
+      if (key === undefined && selected === 0) return;
       const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
       const state: Execution = { operationKey: key, firstAttempt, fields: new Map() };
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with

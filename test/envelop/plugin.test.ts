@@ -61,6 +61,53 @@ describe('useIdempotency at schema build', () => {
   });
 });
 
+describe('useIdempotency and mutations without an idempotent field', () => {
+  it('runs them on the schema as it is, and keyed ones on its copy, as before', async () => {
+    const schemas: { field: string; own: boolean }[] = [];
+    const seen = (field: string, info: { schema: GraphQLSchema }) =>
+      schemas.push({ field, own: info.schema === schema });
+    const { schema } = paymentsSchema(
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! note(text: String!): String! }',
+      {
+        Mutation: {
+          note: (
+            _: unknown,
+            { text }: { text: string },
+            _context: unknown,
+            info: { schema: GraphQLSchema },
+          ) => {
+            seen('note', info);
+            return text;
+          },
+          pay: (
+            _: unknown,
+            { amount }: { amount: number },
+            _context: unknown,
+            info: { schema: GraphQLSchema },
+          ) => {
+            seen('pay', info);
+            return amount;
+          },
+        },
+      },
+    );
+    const { send } = yogaFor(schema);
+    const note = await send('mutation { note(text: "hi") }');
+    const paid = await send('mutation { pay(amount: 5, idempotencyKey: "k-1") note(text: "and") }');
+    const retry = await send('mutation { pay(amount: 5, idempotencyKey: "k-1") }');
+
+    expect(note.body).toEqual({ data: { note: 'hi' } });
+    expect(paid.body.data).toEqual({ pay: 5, note: 'and' });
+    expect(retry.body.extensions?.idempotency).toMatchObject({ pay: { key: 'k-1', replayed: true } });
+    // An operation that selects an idempotent field runs on the plugin's copy, every field of it.
+    expect(schemas).toEqual([
+      { field: 'note', own: true },
+      { field: 'pay', own: false },
+      { field: 'note', own: false },
+    ]);
+  });
+});
+
 describe('useIdempotency errors', () => {
   it('answers a duplicate of a mutation still running with 409, IN_PROGRESS and Retry-After', async () => {
     const { schema, calls, hold } = paymentsSchema();
