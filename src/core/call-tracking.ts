@@ -124,7 +124,14 @@ export class CallTracking {
  */
 function within<R>(wrap: (run: () => Promise<R>) => unknown, work: () => Promise<R>): Promise<R> {
   let running: Promise<R> | undefined;
-  const own = () => (running ??= work());
+  const own = () => {
+    if (!running) {
+      running = work();
+      // Answered once `wrap` settles: a failure meanwhile is not an unhandled rejection.
+      running.catch(() => undefined);
+    }
+    return running;
+  };
   try {
     return Promise.resolve(wrap(own)).then(own, own);
   } catch {

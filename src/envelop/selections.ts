@@ -52,7 +52,11 @@ export function idempotentSelections(
     for (const selection of selectionSet.selections) {
       if (selection.kind === Kind.FIELD) {
         const name = selection.name.value;
-        const field = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[name] : undefined;
+        // Execution finds a field on the runtime type: where that may be the mutation type, its field
+        // counts even when the fragment's type does not declare it (a document nobody validated).
+        const field =
+          (isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[name] : undefined) ??
+          (mayBeMutation(parent) ? mutationType.getFields()[name] : undefined);
         if (!field) continue; // __typename, or a field validation has already refused
         if (idempotentFields.has(name) && mayBeMutation(parent))
           found.push({ fieldName: name, atRoot, node: selection });

@@ -462,8 +462,6 @@ export function useIdempotency<Context = any, Tx = unknown>({
         refuse(error);
         return;
       }
-      // Nothing idempotent runs: the mutation runs as it would without this plugin.
-      if (key === undefined && selected === 0) return;
       const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
       const state: Execution = { operationKey: key, firstAttempt, fields: new Map() };
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with
@@ -474,7 +472,14 @@ export function useIdempotency<Context = any, Tx = unknown>({
         return executeFn({ ...executeArgs, schema: prepare(executeArgs.schema).schema, rootValue });
       };
       if (key === undefined) {
-        setExecuteFn(execute);
+        // Selecting no idempotent field, the mutation runs as it would without this plugin, unless
+        // a plugin after this one executes it on another schema, checked as before.
+        setExecuteFn(
+          selected === 0
+            ? (executeArgs: ExecutionArgs) =>
+                executeArgs.schema === args.schema ? executeFn(executeArgs) : execute(executeArgs)
+            : execute,
+        );
         // Each field's record goes with the first result sent after it ran (with @defer, a root
         // field may run after the first result).
         const reported = new Set<string | number>();

@@ -288,6 +288,32 @@ describe('the observe hook', () => {
     },
   );
 
+  it('leaves no unhandled rejection when around runs the call, drops its promise and settles later', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const { base } = options({
+        observe: () => ({
+          around: ((run: () => unknown) => {
+            run();
+            return new Promise((resolve) => setTimeout(resolve, 20));
+          }) as CallObserver['around'],
+          end: () => undefined,
+        }),
+      });
+      await expect(
+        runIdempotent(base, async () => {
+          throw new Error('declined');
+        }),
+      ).rejects.toThrow('declined');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('answers with the resolver’s own error through an around that passes it on', async () => {
     const { base } = options({
       observe: () => ({

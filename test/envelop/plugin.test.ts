@@ -108,6 +108,29 @@ describe('useIdempotency and mutations without an idempotent field', () => {
   });
 });
 
+describe('useIdempotency and documents nobody validated', () => {
+  // Trusted or persisted documents skip validation: an inline fragment on an interface the mutation
+  // type implements, which does not declare the field, still runs Mutation.pay.
+  const skipValidation: Plugin = { onValidate: ({ setResult }) => setResult([]) };
+  const typeDefs =
+    'interface Payable { x: Int } type Mutation implements Payable { x: Int pay(amount: Int!, idempotencyKey: String): Int! }';
+
+  it.each([
+    ['a root selection', 'mutation { pay(amount: 5, idempotencyKey: "k-1") }'],
+    [
+      'a fragment on an interface that does not declare it',
+      'mutation { ... on Payable { pay(amount: 5, idempotencyKey: "k-1") } }',
+    ],
+  ])('still claims an idempotent field reached through %s', async (_name, query) => {
+    const { schema, calls } = paymentsSchema(typeDefs);
+    const { send } = yogaFor(schema, {}, { before: [skipValidation] });
+    await send(query);
+    const retry = await send(query);
+    expect(retry.body.extensions?.idempotency).toMatchObject({ pay: { key: 'k-1', replayed: true } });
+    expect(calls.pay).toBe(1);
+  });
+});
+
 describe('useIdempotency errors', () => {
   it('answers a duplicate of a mutation still running with 409, IN_PROGRESS and Retry-After', async () => {
     const { schema, calls, hold } = paymentsSchema();
