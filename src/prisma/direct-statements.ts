@@ -62,16 +62,9 @@ export function openTransaction<T>(
     take(pending);
   };
   waiting++;
-  let opened: PromiseLike<T>;
-  try {
-    opened = openings.run(pending, open, opening, begun);
-  } catch (error) {
-    take(pending);
-    throw error;
-  }
   // Taken when the adapter starts its transaction, or when the work begins (an adapter not
-  // wrapped); else, having failed before either, now.
-  return Promise.resolve(opened).finally(begun);
+  // wrapped); else, having failed before either (at once, too), as it settles.
+  return new Promise<T>((resolve) => resolve(openings.run(pending, open, opening, begun))).finally(begun);
 }
 
 /** Marks `pending` taken; true the first time. The last opening taken turns the storage off. */

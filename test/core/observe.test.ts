@@ -208,16 +208,26 @@ describe('the observe hook', () => {
     ]);
   });
 
-  it('runs a step once when the observer’s step hook throws before running it', async () => {
+  it.each([
+    [
+      'throws before running it',
+      () => {
+        throw new Error('observer broke');
+      },
+    ],
+    [
+      'throws after running it (twice)',
+      async (_step: unknown, run: () => Promise<unknown>) => {
+        await run();
+        run();
+        throw new Error('observer broke');
+      },
+    ],
+  ])('answers with a step’s own result, run once, when the observer’s step hook %s', async (_name, hook) => {
     const runs: string[] = [];
     const { base } = options({
       mode: 'lease',
-      observe: () => ({
-        step: () => {
-          throw new Error('observer broke');
-        },
-        end: () => undefined,
-      }),
+      observe: () => ({ step: hook as CallObserver['step'], end: () => undefined }),
     });
     const result = await runIdempotent(base, async (_tx, { step }) =>
       step!('charge', () => runs.push('charge')),
@@ -332,26 +342,6 @@ describe('the observe hook', () => {
         throw new Error('declined');
       }),
     ).rejects.toThrow('declined');
-  });
-
-  it('answers with a step’s own result, run once, when the observer’s step hook throws after running it', async () => {
-    const runs: string[] = [];
-    const { base } = options({
-      mode: 'lease',
-      observe: () => ({
-        step: async (_step, run) => {
-          await run();
-          run();
-          throw new Error('observer broke');
-        },
-        end: () => undefined,
-      }),
-    });
-    const result = await runIdempotent(base, async (_tx, { step }) =>
-      step!('charge', () => runs.push('charge')),
-    );
-    expect(result).toMatchObject({ value: 1, replayed: false });
-    expect(runs).toEqual(['charge']);
   });
 
   it('is not called for a call refused before it could claim', async () => {
