@@ -180,42 +180,46 @@ async function dispatch<T, Tx>(
   const waitStarted = call.clock();
   let duplicate = false;
   for (;;) {
-    const holder = held.holders.has(id);
-    duplicate ||= holder;
-    const holders = () => waitForHolders(held, id, call.waitDeadline, call.clock);
-    const settled = await (tracking && holder ? tracking.waitFor(holders()) : holders());
-    if (!settled) {
-      call.emit('in_progress');
-      throw stillRunning(call);
+    if (held.holders.has(id)) {
+      duplicate = true;
+      const holders = waitForHolders(held, id, call.waitDeadline, call.clock);
+      if (!(await (tracking ? tracking.waitFor(holders) : holders))) {
+        call.emit('in_progress');
+        throw stillRunning(call);
+      }
     }
     // A first attempt reads no record (the claim answers for one after all), unless it met a
     // holder of its key: it is a duplicate then, and the holder's record is one read away.
-    const looking = look(held, id);
-    const record = await recordOf(call, !call.firstAttempt || duplicate, waitStarted).finally(looking.end);
-    duplicate ||= looking.released;
+    const cached =
+      call.firstAttempt && !duplicate ? (store.findCached?.(request.scope, request.key) ?? null) : undefined;
+    let record: StoredRecord | null = null;
+    let released = false;
+    if (cached !== null) {
+      const looking = look(held, id);
+      record = await recordOf(call, cached, waitStarted).finally(looking.end);
+      released = looking.released;
+      duplicate ||= released;
+    }
     const decision = decide(record, request);
     if (decision.kind === 'foreign') throw foreignRecordError(record!, request);
     if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, record!, decision);
     // Another call of this process took the key while we read (it holds it, or committed after our
     // read saw the store): wait for it, then read again.
-    if (!held.holders.has(id) && !looking.released) break;
+    if (!held.holders.has(id) && !released) break;
   }
   return mode === 'lease' ? runUnderLease(call) : runInTransaction(call, held, id);
 }
 
 /**
- * The key's record as the call finds it: read from the store (`read`), or else only from the
- * store's memory; then, while another call runs under a lease, waited on (`waitWhileRunning`).
+ * The key's record as the call finds it: the one the store's memory gave (`cached`), else read from
+ * the store; then, while another call runs under a lease, waited on (`waitWhileRunning`).
  */
 async function recordOf<T, Tx>(
   call: Call<T, Tx>,
-  read: boolean,
+  cached: StoredRecord | undefined,
   waitStarted: number,
 ): Promise<StoredRecord | null> {
-  const { store, request } = call;
-  const found = read
-    ? await store.find(request.scope, request.key)
-    : (store.findCached?.(request.scope, request.key) ?? null);
+  const found = cached ?? (await call.store.find(call.request.scope, call.request.key));
   return waitWhileRunning(call, found, waitStarted);
 }
 
