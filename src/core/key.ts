@@ -17,6 +17,8 @@ export interface KeyPolicy {
 }
 
 const VISIBLE_ASCII = /^[\x21-\x7E]+$/;
+/** RFC 9110's OWS around a field value. */
+const OPTIONAL_WHITESPACE = /^[ \t]+|[ \t]+$/g;
 
 /** The raw shapes a header value arrives in across Node, fetch and framework adapters. */
 export type HeaderValue = string | readonly string[] | null | undefined;
@@ -35,7 +37,9 @@ export function parseKeyHeader(value: HeaderValue, policy?: KeyPolicy): string |
     }
     return parseKeyHeader(value[0], policy);
   }
-  const trimmed = value.trim();
+  // Only HTTP's optional whitespace (space, tab): `trim()` would also drop a no-break space and other
+  // Unicode spaces, and two different header values would name one key.
+  const trimmed = value.replace(OPTIONAL_WHITESPACE, '');
   if (trimmed.startsWith('"')) {
     let item: ReturnType<typeof parseItem>;
     try {

@@ -14,6 +14,7 @@ describe('parseKeyHeader', () => {
       '8e03978e-40d5-43e8-bc93-6894a57f9324',
     ],
     ['a bare key with surrounding spaces', '  abc  ', 'abc'],
+    ['a bare key with surrounding tabs', '\tabc\t', 'abc'],
     ['an sf-string with an escaped quote', '"a\\"b"', 'a"b'],
     ['a single-element array (Node headers)', ['"k-1"'], 'k-1'],
     ['255 characters', 'x'.repeat(255), 'x'.repeat(255)],
@@ -31,6 +32,7 @@ describe('parseKeyHeader', () => {
     ['256 characters', 'x'.repeat(256)],
     ['a space inside a bare key', 'a b'],
     ['a non-ASCII character', 'clé'],
+    ['a key after a no-break space (not HTTP whitespace)', '\u00a0abc'],
     ['a control character', 'a\u0001b'],
     ['two sf-strings (a repeated header joined by Node)', '"a", "b"'],
     ['a bare list', 'a, b'],
@@ -49,6 +51,12 @@ describe('parseKeyHeader', () => {
     expect(error).toBeInstanceOf(IdempotencyKeyInvalidError);
     expect((error as IdempotencyKeyInvalidError).code).toBe('IDEMPOTENCY_KEY_INVALID');
     expect((error as IdempotencyKeyInvalidError).status).toBe(400);
+  });
+
+  it('keeps Unicode spaces that are not HTTP whitespace, so two header values never name one key', () => {
+    const anything = { pattern: /^.+$/su };
+    expect(parseKeyHeader('\u00a0abc\u2003', anything)).toBe('\u00a0abc\u2003');
+    expect(parseKeyHeader(' \u00a0abc ', anything)).toBe('\u00a0abc');
   });
 
   it('honours a configured policy', () => {
