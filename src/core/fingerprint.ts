@@ -71,8 +71,8 @@ export function canonicalJson(operation: string, input: unknown, options: Finger
 class CanonicalWriter {
   /** The containers around the one being written: `ancestors[d]` at depth `d`. */
   private readonly ancestors: object[] = [];
-  /** The members of the last objects written at each depth, latest first (see `membersOf`). */
-  private readonly recentMembers: Members[][] = [];
+  /** Like `recentMembers`, for objects with more keys than are kept from one call to the next. */
+  private readonly wideMembers: Members[][] = [];
 
   constructor(private readonly maxDepth: number) {}
 
@@ -156,15 +156,18 @@ class CanonicalWriter {
 
   /**
    * The members of an object with these keys. The objects at one depth mostly have one of a few
-   * sets of keys in the same order (the rows of an array, of one shape or a few), so the last few
-   * are kept for each depth, their keys sorted and their names quoted, and reused while the keys
-   * match: sorting and quoting them again took a third of the time of a list of rows.
+   * sets of keys in the same order (the rows of an array, of one shape or a few; the inputs of one
+   * mutation, call after call), so the last few are kept for each depth, their keys sorted and their
+   * names quoted, and reused while the keys match: sorting and quoting them again took a third of
+   * the time of a list of rows, and about 13 µs of a small input's fingerprint in a server
+   * (`npm run bench:versus`), where they are kept from one call to the next.
    */
   private membersOf(keys: string[], depth: number): Members {
-    let recent = this.recentMembers[depth];
+    const kept = keys.length > MAX_KEPT_KEYS ? this.wideMembers : recentMembers;
+    let recent = kept[depth];
     if (recent === undefined) {
       recent = [];
-      this.recentMembers[depth] = recent;
+      kept[depth] = recent;
     }
     for (const members of recent) if (sameKeys(members.keys, keys)) return members;
     const members = new Members(keys);
@@ -252,8 +255,20 @@ class Members {
   }
 }
 
+/**
+ * The members of the last objects written at each depth, latest first, kept from one fingerprint to
+ * the next (see `CanonicalWriter.membersOf`). Only a cache: an object being written holds its own
+ * `Members`, so one dropped from here meanwhile (by a getter that fingerprints something else) is
+ * still whole.
+ */
+const recentMembers: Members[][] = [];
 /** How many sets of keys `membersOf` keeps for each depth. */
 const RECENT_MEMBERS = 4;
+/**
+ * The most keys of an object whose members are kept from one call to the next: a wider one is rarely
+ * met again, and would keep its names in memory.
+ */
+const MAX_KEPT_KEYS = 64;
 
 function sameKeys(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;

@@ -338,6 +338,31 @@ describe('canonicalJson', () => {
     expect(() => canonicalJson('op', throwsLater)).toThrow(IdempotencyInputError);
   });
 
+  it('writes a set of keys met in an earlier call, or in a call made meanwhile, as it did the first time', () => {
+    const wide = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${99 - i}`, i]));
+    const wideText = referenceText(wide);
+    // A getter that fingerprints other inputs of the same depths while the outer one is written.
+    const nested = {
+      b: { y: 1, x: 2 },
+      get a() {
+        canonicalJson('other', { b: { z: 1 }, c: 1 });
+        canonicalJson('other', [{ y: 3, x: 4 }, { q: 1 }, { r: 1 }, { s: 1 }, { t: 1 }]);
+        return { x: 3, y: 4 };
+      },
+    };
+    for (let call = 0; call < 3; call++) {
+      expect(canonicalJson('op', { b: 1, a: 2 })).toBe('{"input":{"a":2,"b":1},"operation":"op"}');
+      expect(canonicalJson('op', { b: undefined, a: 2 })).toBe('{"input":{"a":2},"operation":"op"}');
+      expect(canonicalJson('op', { b: 1, a: undefined })).toBe('{"input":{"b":1},"operation":"op"}');
+      expect(canonicalJson('op', wide)).toBe(`{"input":${wideText},"operation":"op"}`);
+      expect(canonicalJson('op', nested)).toBe(
+        '{"input":{"a":{"x":3,"y":4},"b":{"x":2,"y":1}},"operation":"op"}',
+      );
+      expect(() => canonicalJson('op', { '\udc00': 1, a: 1 })).toThrow(IdempotencyInputError);
+      expect(canonicalJson('op', { '\udc00': undefined, a: 1 })).toBe('{"input":{"a":1},"operation":"op"}');
+    }
+  });
+
   it('refuses a lone surrogate, in a value or in a member name', () => {
     expect(() => canonicalJson('op', { a: '\ud800' })).toThrow(IdempotencyInputError);
     expect(() => canonicalJson('op', { '\udc00': 1 })).toThrow(IdempotencyInputError);
