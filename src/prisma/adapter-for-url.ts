@@ -1,4 +1,5 @@
 import type { PoolConfig } from 'pg';
+import { retryBusyCommits } from './busy-commits.js';
 import type { Provider } from './client.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './database-errors.js';
 import { directStatements } from './direct-statements.js';
@@ -108,7 +109,8 @@ export interface AdapterForUrlOptions {
 
 /**
  * Builds the driver adapter for a URL: `@prisma/adapter-better-sqlite3` for `file:` or `sqlite:`
- * (on the file `sqliteFileOfUrl` reads from the URL, with a busy timeout of `SQLITE_BUSY_TIMEOUT_MS`),
+ * (on the file `sqliteFileOfUrl` reads from the URL, with a busy timeout of `SQLITE_BUSY_TIMEOUT_MS`,
+ * its `COMMIT`s waiting for other connections' readers: see `retryBusyCommits`),
  * `@prisma/adapter-pg` for `postgresql://` and `cockroachdb://` (honouring libpq's `connect_timeout`,
  * in seconds, and Prisma's `?schema=`, which becomes the adapter's `schema` option; its connections
  * pipeline and send each transaction's `BEGIN` with its first statement, see `lazyBegin`, and
@@ -131,12 +133,15 @@ async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Pro
       const { PrismaBetterSqlite3 } = await importAdapter<typeof import('@prisma/adapter-better-sqlite3')>(
         '@prisma/adapter-better-sqlite3',
       );
-      // A short synchronous busy wait: the store waits out longer locks without blocking the event loop.
-      return new PrismaBetterSqlite3({
-        // The adapter strips one `file:` and opens the rest as it is.
-        url: `file:${sqliteFileOfUrl(url)}`,
-        timeout: SQLITE_BUSY_TIMEOUT_MS,
-      });
+      // A short synchronous busy wait: the store waits out longer locks without blocking the event
+      // loop, and a busy COMMIT is sent again (`retryBusyCommits`).
+      return retryBusyCommits(
+        new PrismaBetterSqlite3({
+          // The adapter strips one `file:` and opens the rest as it is.
+          url: `file:${sqliteFileOfUrl(url)}`,
+          timeout: SQLITE_BUSY_TIMEOUT_MS,
+        }),
+      );
     }
     case 'postgresql':
     case 'cockroachdb': {

@@ -189,7 +189,7 @@ function guarded(transaction: AdapterTransaction): {
 }
 
 /** A method in place of another, which it is given bound to its object. */
-type Replacement = (
+export type Replacement = (
   original: (...args: unknown[]) => Promise<unknown>,
   ...args: unknown[]
 ) => Promise<unknown>;

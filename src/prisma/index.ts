@@ -6,6 +6,7 @@ export {
   providerOfUrl,
 } from './adapter-for-url.js';
 export type { AdapterQueries } from './adapter-queryable.js';
+export { retryBusyCommits } from './busy-commits.js';
 export type {
   PrismaClientLike,
   PrismaQueryable,
