@@ -1,4 +1,5 @@
 import {
+  IdempotencyOutcomeUnknownError,
   IdempotencyStoreUnavailableError,
   IdempotencyTransactionExpiredError,
   isIdempotencyError,
@@ -359,8 +360,11 @@ export interface TransactionRetryOptions {
  *
  * MariaDB: a conflict error, or `@@in_transaction` 0 (the transaction the store began is gone;
  * only the resolver could have ended it otherwise, by a statement that commits implicitly, which
- * the store does not support). PostgreSQL and CockroachDB: a conflict error (a transaction that
- * failed otherwise answers SQLSTATE 25P02, which says nothing about a conflict). SQLite: never.
+ * the store does not support). A conflict error no statement had answered yet says that nothing
+ * ran after the abort; a session simply out of its transaction does not (the resolver may have
+ * caught the conflict error and gone on, its later writes committing on their own). PostgreSQL and
+ * CockroachDB: a conflict error (a transaction that failed otherwise answers SQLSTATE 25P02, which
+ * says nothing about a conflict). SQLite: never.
  */
 export async function abortedByDatabase(tx: PrismaQueryable, provider: Provider): Promise<unknown> {
   if (provider === 'sqlite') return undefined;
@@ -386,8 +390,10 @@ export async function abortedByDatabase(tx: PrismaQueryable, provider: Provider)
  * threw (the resolver's) is told from one Prisma threw opening, committing or rolling back. A
  * resolver error with no database error in it (a gateway's `fetch failed`) is rethrown as it is,
  * unless `aborted` (asked before the transaction is rolled back, see `abortedByDatabase`) says
- * the database had already aborted the transaction: then nothing of it committed, and it is a
- * write conflict like any other. Any database failure (the store's statements, the resolver's own
+ * the database had already aborted the transaction: with a conflict error, nothing of it committed,
+ * and it is a write conflict like any other; with the session simply out of its transaction, its
+ * later statements may have committed on their own, and the call answers
+ * `IDEMPOTENCY_OUTCOME_UNKNOWN`. Any database failure (the store's statements, the resolver's own
  * `tx` statements, `COMMIT`) is the store's: the transaction rolled back, or, when the connection
  * was lost at `COMMIT`, committed whole, so a retry with the same key either replays or starts clean.
  */
@@ -422,11 +428,14 @@ export async function retryingTransaction<T>(
       let database: unknown;
       let failure: DatabaseFailure | undefined;
       if (fromWork?.abort !== undefined) {
-        // Nothing of the aborted transaction committed: a write conflict, whatever the work threw.
         database = new AggregateError(
           [fromWork.abort, error],
           'The database had aborted the transaction the work failed in',
         );
+        // Out of its transaction with no conflict error left to answer, the session may have run
+        // writes of the work on their own since the abort, and they committed: not run again.
+        if (classify(fromWork.abort) !== 'writeConflict') throw outOfTransaction(database);
+        // Nothing of the aborted transaction committed: a write conflict, whatever the work threw.
         failure = 'writeConflict';
       } else {
         // What the work threw is the store's only through the database error inside it.
@@ -447,6 +456,14 @@ export async function retryingTransaction<T>(
       throw failure === undefined ? error : asStoreError(database, failure);
     }
   }
+}
+
+/** The answer when the database ended the transaction and the session went on outside it. */
+function outOfTransaction(cause: unknown): IdempotencyOutcomeUnknownError {
+  return new IdempotencyOutcomeUnknownError(
+    'The database ended the transaction on its own while the mutation ran, and its later statements, if it sent any, committed on their own (the session was no longer in a transaction): it is not run again; check its effects before retrying with the same key',
+    { cause },
+  );
 }
 
 function lastLine(text: string | undefined): string | undefined {

@@ -85,7 +85,8 @@ export async function backgroundAborts(
       const { notice } = pending;
       if (--pending.times === 0) pending = undefined;
       aborted++;
-      await tx.executeRaw(raw('ROLLBACK'));
+      // Not a ROLLBACK of Prisma's (which `directStatements` watches for): the server's own.
+      await tx.executeRaw(raw('ROLLBACK /* aborted in the background */'));
       untilNotice = { 'next statement': 0, 'statement after next': 1, never: Number.POSITIVE_INFINITY }[
         notice
       ];

@@ -3,7 +3,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient as PostgresClient } from '../../generated/postgresql/client.js';
 import type { PrismaClient as SqliteClient } from '../../generated/sqlite/client.js';
-import { IdempotencyStoreUnavailableError, runIdempotent } from '../../src/index.js';
+import {
+  IdempotencyOutcomeUnknownError,
+  IdempotencyStoreUnavailableError,
+  runIdempotent,
+} from '../../src/index.js';
 import { classify } from '../../src/prisma/database-errors.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { type AbortNotice, type BackgroundAborts, backgroundAborts } from '../helpers/background-aborts.js';
@@ -14,8 +18,10 @@ import { describeEachServer } from '../helpers/write-conflicts.js';
 // A transaction the database aborts in the background, between the resolver's statements: a
 // Galera node whose transaction lost certification to another node's write set, a CockroachDB
 // transaction another one pushed. Its writes are gone; the session learns of it on a later
-// statement, or not at all. Whatever the resolver throws then, nothing of that attempt committed:
-// the store must run the transaction again, or answer a code the clients retry.
+// statement, or not at all. Whatever the resolver throws then, nothing of that attempt committed up
+// to the abort: when a conflict error says so, the store must run the transaction again, or answer a
+// code the clients retry; a session out of its transaction may have committed writes since, and the
+// call must not run again.
 
 /** The three generated clients have the same models; one type keeps the test readable. */
 type Client = SqliteClient;
@@ -74,12 +80,9 @@ describeEachServer('a transaction the database aborted in the background', (db) 
     return { run, runs: () => runs, effects };
   }
 
-  const notices: AbortNotice[] =
-    db.provider === 'mysql'
-      ? ['next statement', 'statement after next', 'never']
-      : // PostgreSQL stands in for CockroachDB, which always says so on the next statement or later;
-        // a session silently out of its transaction is Galera's alone.
-        ['next statement', 'statement after next'];
+  // A session silently out of its transaction is Galera's alone; PostgreSQL stands in for
+  // CockroachDB, which always says so on the next statement or later.
+  const notices: AbortNotice[] = ['next statement', 'statement after next'];
 
   it.each(notices)(
     'noticed on the %s: the transaction runs again and the payment commits once',
@@ -103,9 +106,8 @@ describeEachServer('a transaction the database aborted in the background', (db) 
       aborts.plan({ after: PAYMENT_INSERT, notice, times: 3 });
       const error = await call.run().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
-      // Its cause is the database's conflict error, or what showed the transaction was gone.
-      if (notice !== 'never') expect(classify(error)).toBe('writeConflict');
-      else expect(JSON.stringify(causes(error))).toMatch(/no longer in one/);
+      // Its cause is the database's conflict error.
+      expect(classify(error)).toBe('writeConflict');
       expect(call.runs()).toBe(3);
       expect(await call.effects()).toEqual({ payments: 0, records: 0 });
       // The clients retry a 503 with the same key.
@@ -114,6 +116,47 @@ describeEachServer('a transaction the database aborted in the background', (db) 
       expect(await call.effects()).toEqual({ payments: 1, records: 1 });
     },
   );
+
+  if (db.provider === 'mysql') {
+    it('never noticed, the session out of its transaction: not run again, IDEMPOTENCY_OUTCOME_UNKNOWN', async () => {
+      const call = payment();
+      aborts.plan({ after: PAYMENT_INSERT, notice: 'never' });
+      const error = await call.run().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
+      expect(JSON.stringify(causes(error))).toMatch(/no longer in one/);
+      // The resolver's own error (its read-back found nothing) is kept among the causes.
+      expect(JSON.stringify(causes(error))).toMatch(/TypeError|null/);
+      expect(call.runs()).toBe(1);
+      // Here the aborted INSERT was its only write; the caller is told to check before retrying.
+      expect(await call.effects()).toEqual({ payments: 0, records: 0 });
+    });
+
+    it('a resolver that swallows the conflict error and writes again: not run again, its write kept once', async () => {
+      const scope = uniqueScope();
+      const store = prismaStore(prisma);
+      let runs = 0;
+      aborts.plan({ after: PAYMENT_INSERT, notice: 'next statement' });
+      const error = await runIdempotent(
+        { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
+        async (tx: Tx) => {
+          runs++;
+          const data = { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' };
+          try {
+            // Prisma's read-back of the row gets the conflict error.
+            await tx.payment.create({ data });
+          } catch {
+            // Swallowed: the write again, which now commits on its own.
+            await tx.payment.create({ data });
+          }
+          return 'paid';
+        },
+      ).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
+      expect(runs).toBe(1);
+      expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
+      expect(await countRecords(prisma, db.provider, scope)).toBe(0);
+    });
+  }
 
   it('a resolver’s own error in a transaction nobody aborted is answered as thrown, after one run', async () => {
     const store = prismaStore(prisma);
