@@ -125,23 +125,28 @@ export function idempotentFetch(
     const policy = retried ? retry : { ...retry, attempts: 1 };
     for (let attempt = 1; ; attempt++) {
       let response: Response;
+      let delay: number | undefined;
       markResend(trace, attempt - 1);
       try {
         response = await send(attempt);
+        const failure: AttemptFailure = {
+          kind: 'status',
+          status: response.status,
+          retryAfter: response.headers.get('retry-after'),
+          idempotent: RETRYABLE_STATUSES.has(response.status) ? await answeredByLayer(response) : undefined,
+        };
+        delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
+        // A retried call's answer is read whole here: a connection lost in the middle of its body
+        // loses the answer as one lost before it does, and the next attempt replays it.
+        if (delay === undefined) return retried ? await readWhole(response) : response;
       } catch (error) {
-        const delay = signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
-        if (delay === undefined) throw error;
-        await sleep(delay, signal);
+        // The call's own signal ends the retries; an attempt's timeout inside `fetch` does not.
+        const networkDelay =
+          signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
+        if (networkDelay === undefined) throw error;
+        await sleep(networkDelay, signal);
         continue;
       }
-      const failure: AttemptFailure = {
-        kind: 'status',
-        status: response.status,
-        retryAfter: response.headers.get('retry-after'),
-        idempotent: RETRYABLE_STATUSES.has(response.status) ? await answeredByLayer(response) : undefined,
-      };
-      const delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
-      if (delay === undefined) return response;
       await response.body?.cancel().catch(() => undefined);
       await sleep(delay, signal);
     }
@@ -214,6 +219,27 @@ interface GraphQLErrorLike {
   extensions?: { code?: unknown };
 }
 
+/**
+ * An abort from inside `fetch` (its own `AbortController`, perhaps on the caller's behalf), which is
+ * not retried. A `TimeoutError` (`AbortSignal.timeout` on one attempt) is: the answer may have been
+ * lost after the server ran the call, and the next attempt replays it.
+ */
 function isAbort(error: unknown): boolean {
-  return error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError');
+  return error instanceof Error && error.name === 'AbortError';
+}
+
+/** `response` with its body read to the end, so that a body cut off fails here. */
+async function readWhole(response: Response): Promise<Response> {
+  const body = response.body === null ? null : await response.arrayBuffer();
+  const whole = new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+  // What a constructed response cannot be given, as the one read had it.
+  Object.defineProperties(whole, {
+    url: { value: response.url },
+    redirected: { value: response.redirected },
+  });
+  return whole;
 }

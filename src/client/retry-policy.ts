@@ -73,8 +73,11 @@ export function retryDelay(
   const backoff = step / 2 + random() * (step / 2);
   const hint =
     failure.kind === 'status' ? (failure.retryAfterMs ?? retryAfterMs(failure.retryAfter)) : undefined;
-  return Math.min(maxDelayMs, Math.max(backoff, hint ?? 0));
+  return Math.min(maxDelayMs, MAX_TIMER_MS, Math.max(backoff, hint ?? 0));
 }
+
+/** The longest delay `setTimeout` keeps (about 24.8 days): a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Reads a `Retry-After` value: delay-seconds or an HTTP date. `undefined` when absent or malformed. */
 export function retryAfterMs(value: string | null | undefined, now = Date.now()): number | undefined {

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../examples/shared/fault-proxy.js';
 import { createOrderServer } from '../../examples/yoga-orders/app.js';
@@ -460,5 +462,87 @@ describe('idempotentFetch and mutations not covered by keys', () => {
     expect(keys[0]).toMatch(UUID_V4);
     expect(keys[1]).toBe(keys[0]);
     expect(notes.notify - before).toBe(1);
+  });
+});
+
+describe('idempotentFetch and answers lost on the way', () => {
+  const mutation = JSON.stringify({ query: 'mutation { pay }' });
+  const fast = { attempts: 3, baseDelayMs: 1, maxDelayMs: 5 };
+
+  /** A fetch that fails its first `failures` sends with `error()`, then answers 200. */
+  function failingFetch(failures: number, error: () => unknown) {
+    const sends: Headers[] = [];
+    const fetch: FetchFunction = async (_input, init) => {
+      sends.push(new Headers(init?.headers));
+      if (sends.length <= failures) throw error();
+      return new Response('{"data":{"pay":1}}', { status: 200 });
+    };
+    return { sends, fetch };
+  }
+
+  it('retries an attempt that timed out inside fetch (AbortSignal.timeout), with the same key', async () => {
+    const { sends, fetch } = failingFetch(1, () => new DOMException('timed out', 'TimeoutError'));
+    const response = await idempotentFetch(fetch, { retry: fast })('http://x/graphql', {
+      method: 'POST',
+      body: mutation,
+    });
+    expect(await response.json()).toEqual({ data: { pay: 1 } });
+    expect(sends.map((headers) => headers.get('idempotency-attempt'))).toEqual(['1', '2']);
+    expect(sends[1]!.get('idempotency-key')).toBe(sends[0]!.get('idempotency-key'));
+  });
+
+  it('does not retry an abort from inside fetch, nor one of the call’s own signal timing out', async () => {
+    const aborted = failingFetch(1, () => new DOMException('aborted', 'AbortError'));
+    const abort = idempotentFetch(aborted.fetch, { retry: fast })('http://x/graphql', {
+      method: 'POST',
+      body: mutation,
+    });
+    await expect(abort).rejects.toMatchObject({ name: 'AbortError' });
+    expect(aborted.sends).toHaveLength(1);
+    const signal = AbortSignal.abort(new DOMException('timed out', 'TimeoutError'));
+    const timedOut = failingFetch(1, () => signal.reason);
+    const call = idempotentFetch(timedOut.fetch, { retry: fast })('http://x/graphql', {
+      method: 'POST',
+      body: mutation,
+      signal,
+    });
+    await expect(call).rejects.toMatchObject({ name: 'TimeoutError' });
+    expect(timedOut.sends).toHaveLength(1);
+  });
+
+  it('retries an answer whose body was cut off, with the same key, and returns the whole replay', async () => {
+    const body = JSON.stringify({ data: { pay: { id: 1, padding: 'x'.repeat(2_000) } } });
+    const sends: { key: string | undefined; attempt: string | undefined }[] = [];
+    const server = createServer((request, response) => {
+      sends.push({
+        key: request.headers['idempotency-key'] as string | undefined,
+        attempt: request.headers['idempotency-attempt'] as string | undefined,
+      });
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+        if (sends.length > 1) return void response.end(body);
+        // The first answer loses its connection halfway through its body.
+        response.write(body.slice(0, 100));
+        setTimeout(() => response.socket?.destroy(), 20);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const response = await idempotentFetch(fetch, { retry: fast })(`http://127.0.0.1:${port}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: mutation,
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(response.url).toBe(`http://127.0.0.1:${port}/graphql`);
+      expect(await response.json()).toEqual(JSON.parse(body));
+      expect(sends.map(({ attempt }) => attempt)).toEqual(['1', '2']);
+      expect(sends[1]!.key).toBe(sends[0]!.key);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

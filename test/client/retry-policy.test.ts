@@ -46,6 +46,11 @@ describe('retryDelay', () => {
     expect(retryDelay(status(409, 'soon'), 1, options, () => 0)).toBe(50);
   });
 
+  it('never asks for a delay setTimeout cannot keep (it would fire at once)', () => {
+    const month = { baseDelayMs: 100, maxDelayMs: 40 * 86_400_000 };
+    expect(retryDelay(status(503, String(30 * 86_400)), 1, month, () => 0)).toBe(2 ** 31 - 1);
+  });
+
   it('prefers the finer retryAfterMs of the body to the Retry-After header', () => {
     const failure = { kind: 'status', status: 409, retryAfter: '1', retryAfterMs: 300 } as const;
     expect(retryDelay(failure, 1, { baseDelayMs: 100 }, () => 0)).toBe(300);
