@@ -152,6 +152,8 @@ async function claimOrTakeOver<T, Tx>(
     case 'claim':
     case 'takeOver': {
       const firstSeenAt = await session.takeOver(claimRequest);
+      // It waited for the record's row, perhaps past our own wait: roll back without running anything.
+      if (abandoned()) throw new AbandonedClaim();
       call.emit('expired_takeover');
       return { firstSeenAt };
     }

@@ -188,11 +188,21 @@ const CONNECTION_CODES = new Set<unknown>([
 /**
  * PostgreSQL SQLSTATEs of a connection the server ended or refused: `admin_shutdown` (a restart,
  * `pg_terminate_backend`), `crash_shutdown` (another backend crashed), `cannot_connect_now`
- * (starting up, shutting down, in recovery), `idle_session_timeout`, and an idle-in-transaction
- * session timed out. Class 08 (connection exception) is matched as a class. CockroachDB's
- * `40003` (statement completion unknown) is a result lost with its connection.
+ * (starting up, shutting down, in recovery), `idle_session_timeout`, an idle-in-transaction
+ * session timed out (`25P03`) and, from PostgreSQL 17, a transaction that outlived
+ * `transaction_timeout` (`25P04`): the server ends the session, and the transaction rolls back.
+ * Class 08 (connection exception) is matched as a class. CockroachDB's `40003` (statement
+ * completion unknown) is a result lost with its connection.
  */
-const POSTGRES_CONNECTION_STATES = new Set<unknown>(['57P01', '57P02', '57P03', '57P05', '25P03', '40003']);
+const POSTGRES_CONNECTION_STATES = new Set<unknown>([
+  '57P01',
+  '57P02',
+  '57P03',
+  '57P05',
+  '25P03',
+  '25P04',
+  '40003',
+]);
 
 /**
  * MariaDB/MySQL error numbers of a connection lost or refused: the server's `ER_SERVER_SHUTDOWN`

@@ -9,6 +9,8 @@ import {
   IdempotencyStoreUnavailableError,
   memoryStore,
   runIdempotent,
+  type Store,
+  type StoredRecord,
 } from '../../src/index.js';
 import { gate } from '../helpers/gate.js';
 
@@ -258,6 +260,48 @@ describe('runIdempotent (memory store)', () => {
       vi.useRealTimers();
     }
     expect(events.filter((e) => e.type === 'in_progress')).toHaveLength(1);
+  });
+
+  it('runs nothing once its own wait ran out while it took over a record no longer live', async () => {
+    const inner = memoryStore();
+    const expired: StoredRecord = {
+      scope: 'user-1',
+      key: 'k-1',
+      operation: 'payments.create',
+      fingerprint: 'f'.repeat(64),
+      status: 'COMPLETED',
+      result: '{"json":"old"}',
+      resultIsError: false,
+      ownerToken: null,
+      lockedUntil: null,
+      createdAt: new Date(0),
+      completedAt: new Date(0),
+      expiresAt: new Date(0),
+      liveForMs: 0,
+    };
+    // The takeover waits 150 ms for a row another transaction holds; the call waits 20.
+    const store: Store<undefined> = {
+      ...inner,
+      transaction: (work) =>
+        inner.transaction!((session) =>
+          work({
+            ...session,
+            claim: async () => ({ claimed: false, existing: expired }),
+            takeOver: () => new Promise((resolve) => setTimeout(() => resolve(new Date()), 150)),
+          }),
+        ),
+    };
+    const resolver = vi.fn(async () => 'ran');
+    vi.useFakeTimers();
+    try {
+      const call = runIdempotent({ ...base(), store, waitTimeoutMs: 20 }, resolver).catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(20);
+      expect(await call).toBeInstanceOf(IdempotencyKeyInProgressError);
+      await vi.advanceTimersByTimeAsync(150);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(resolver).not.toHaveBeenCalled();
   });
 
   it("answers the resolver's replayable error when a retry holds the key as it is stored", async () => {

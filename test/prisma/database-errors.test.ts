@@ -81,6 +81,11 @@ const cases: [string, unknown, DatabaseFailure | undefined][] = [
     'connection',
   ],
   [
+    'PostgreSQL 17 25P04 at COMMIT (transaction_timeout: the server ended the session)',
+    new DriverAdapterError(postgres('25P04', 'terminating connection due to transaction timeout') as never),
+    'connection',
+  ],
+  [
     'PostgreSQL 57P03 when connecting (shutting down)',
     rawQueryFailed(
       '57P03',
