@@ -1,5 +1,5 @@
 import type { DriverAdapterFactory } from './adapter-for-url.js';
-import { DEFAULT_BUSY_WAIT_MS, isBusy, retryBusy } from './database-errors.js';
+import { DEFAULT_BUSY_WAIT_MS, retryBusy } from './database-errors.js';
 import { type Replacement, withMethods } from './direct-statements.js';
 
 /** How Prisma commits through an adapter that does not commit itself (SQLite's). */
@@ -18,9 +18,10 @@ const ROLLBACK = { sql: 'ROLLBACK', args: [], argTypes: [] };
  * for the adapter's busy `timeout`, and then answers `SQLITE_BUSY` with the transaction still open.
  * Prisma then releases the adapter's lock without a `ROLLBACK`, so the connection stays in that
  * transaction: later statements, other requests' too, would run in it, and be lost with it. Here a
- * busy `COMMIT` is sent again after a short jittered pause, for up to `waitMs`; after that,
- * `ROLLBACK` ends the transaction before the error goes on, so nothing of it commits, and the
- * store may run it again. `adapterForUrl`'s SQLite factories come wrapped.
+ * busy `COMMIT` is sent again after a short jittered pause, for up to `waitMs`; after that, or after
+ * a `COMMIT` that failed otherwise (a deferred foreign key), `ROLLBACK` ends the transaction before
+ * the error goes on, so nothing of it commits, and the store may run it again.
+ * `adapterForUrl`'s SQLite factories come wrapped.
  */
 export function retryBusyCommits<Factory extends DriverAdapterFactory>(
   factory: Factory,
@@ -31,7 +32,9 @@ export function retryBusyCommits<Factory extends DriverAdapterFactory>(
     try {
       return await retryBusy(() => original(query), waitMs);
     } catch (error) {
-      if (isBusy(error)) await original(ROLLBACK).catch(() => undefined);
+      // Still open after a refused COMMIT (busy, a deferred foreign key): ended here. Where SQLite
+      // ended it itself, ROLLBACK only answers that no transaction is active.
+      await original(ROLLBACK).catch(() => undefined);
       throw error;
     }
   };

@@ -15,12 +15,17 @@ const file = `.tmp/sqlite-busy-commit-${process.pid}.db`;
 // Outside WAL mode a COMMIT waits for other connections' readers; past the busy timeout SQLite
 // answers SQLITE_BUSY and keeps the transaction open, and Prisma sends no ROLLBACK: the connection
 // stayed in it, the store ran the call again inside it, and all of it was lost with the process.
-describe('SQLite: a COMMIT that another process’s reader holds up', () => {
+describe('SQLite: a COMMIT that fails, or that another process’s reader holds up', () => {
   let other: Database.Database;
   const clients: PrismaClient[] = [];
   beforeAll(async () => {
     await migrate(`file:${file}`);
     other = new Database(file);
+    // A foreign key checked at COMMIT.
+    other.exec(
+      'CREATE TABLE parents (id INTEGER PRIMARY KEY); ' +
+        'CREATE TABLE children (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parents(id) DEFERRABLE INITIALLY DEFERRED)',
+    );
   });
   afterAll(async () => {
     other?.close();
@@ -70,6 +75,29 @@ describe('SQLite: a COMMIT that another process’s reader holds up', () => {
     expect(await call.run()).toMatchObject({ value: 'paid', replayed: true });
     // The connection is in no transaction of ours: another one starts and commits.
     await prisma.$transaction((tx) => tx.$executeRawUnsafe('SELECT 1'));
+  }, 20_000);
+
+  it('rolls back a COMMIT that failed otherwise (a deferred foreign key): the next call commits', async () => {
+    const prisma = new PrismaClient({ adapter: (await adapterForUrl(`file:${file}`)) as never });
+    clients.push(prisma);
+    const store = prismaStore(prisma);
+    const orphan = runIdempotent(
+      { store, scope: 'fk', key: 'k1', operation: 'op', input: {} },
+      async (tx) => {
+        await tx.$executeRawUnsafe('INSERT INTO children (parent_id) VALUES (999)');
+        return 'ok';
+      },
+    );
+    await expect(orphan).rejects.toThrow(/foreign ?key/i);
+    const next = await runIdempotent(
+      { store, scope: 'fk', key: 'k2', operation: 'op', input: {} },
+      async (tx) => {
+        await tx.payment.create({ data: { userId: 'fk', amount: new Decimal('1'), currency: 'EUR' } });
+        return 'paid';
+      },
+    );
+    expect(next).toMatchObject({ value: 'paid', replayed: false });
+    expect(committed('fk')).toEqual({ payments: { n: 1 }, records: [{ status: 'COMPLETED' }] });
   }, 20_000);
 
   it('rolls the transaction back when the reader outlasts the wait, and the call runs again once', async () => {
