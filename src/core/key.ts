@@ -17,8 +17,6 @@ export interface KeyPolicy {
 }
 
 const VISIBLE_ASCII = /^[\x21-\x7E]+$/;
-/** RFC 9110's OWS around a field value. */
-const OPTIONAL_WHITESPACE = /^[ \t]+|[ \t]+$/g;
 
 /** The raw shapes a header value arrives in across Node, fetch and framework adapters. */
 export type HeaderValue = string | readonly string[] | null | undefined;
@@ -37,9 +35,7 @@ export function parseKeyHeader(value: HeaderValue, policy?: KeyPolicy): string |
     }
     return parseKeyHeader(value[0], policy);
   }
-  // Only HTTP's optional whitespace (space, tab): `trim()` would also drop a no-break space and other
-  // Unicode spaces, and two different header values would name one key.
-  const trimmed = value.replace(OPTIONAL_WHITESPACE, '');
+  const trimmed = withoutOptionalWhitespace(value);
   if (trimmed.startsWith('"')) {
     let item: ReturnType<typeof parseItem>;
     try {
@@ -116,4 +112,21 @@ export function refuseHeaderKeyOnBatch(
       `An ${header} header on a batch of several calls is ambiguous: ${instead}, or do not batch mutations`,
     );
   }
+}
+
+/**
+ * `value` without HTTP's optional whitespace (space, tab) around it: `trim()` would also drop a
+ * no-break space and other Unicode spaces, and two different header values would name one key. A
+ * loop, since a regular expression for the end rescans every run of spaces inside a long value.
+ */
+function withoutOptionalWhitespace(value: string): string {
+  let start = 0;
+  let end = value.length;
+  while (start < end && isOptionalWhitespace(value.charCodeAt(start))) start++;
+  while (end > start && isOptionalWhitespace(value.charCodeAt(end - 1))) end--;
+  return value.slice(start, end);
+}
+
+function isOptionalWhitespace(unit: number): boolean {
+  return unit === 0x20 || unit === 0x09;
 }

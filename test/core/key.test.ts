@@ -57,6 +57,7 @@ describe('parseKeyHeader', () => {
     const anything = { pattern: /^.+$/su };
     expect(parseKeyHeader('\u00a0abc\u2003', anything)).toBe('\u00a0abc\u2003');
     expect(parseKeyHeader(' \u00a0abc ', anything)).toBe('\u00a0abc');
+    expect(parseKeyHeader(' \ta  \t b\t ', anything)).toBe('a  \t b');
   });
 
   it('honours a configured policy', () => {
