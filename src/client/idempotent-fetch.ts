@@ -219,6 +219,11 @@ interface GraphQLErrorLike {
   extensions?: { code?: unknown };
 }
 
+/** Statuses a constructed response must have no body with. */
+const NULL_BODY = new Set([204, 205, 304]);
+/** Media types of a body delivered in parts, each meant to be read as it comes. */
+const INCREMENTAL = /^\s*(multipart\/|text\/event-stream)/i;
+
 /**
  * An abort from inside `fetch` (its own `AbortController`, perhaps on the caller's behalf), which is
  * not retried. A `TimeoutError` (`AbortSignal.timeout` on one attempt) is: the answer may have been
@@ -228,9 +233,18 @@ function isAbort(error: unknown): boolean {
   return error instanceof Error && error.name === 'AbortError';
 }
 
-/** `response` with its body read to the end, so that a body cut off fails here. */
+/**
+ * `response` with its body read to the end, so that a body cut off fails here. One delivered in
+ * parts as they come (`@defer`, a subscription's events) is returned as it is, and so is one with
+ * no body or a status a constructed response cannot have (an opaque redirect's 0).
+ */
 async function readWhole(response: Response): Promise<Response> {
-  const body = response.body === null ? null : await response.arrayBuffer();
+  const type = response.headers.get('content-type') ?? '';
+  const { status } = response;
+  if (response.body === null || status < 200 || NULL_BODY.has(status) || INCREMENTAL.test(type)) {
+    return response;
+  }
+  const body = await response.arrayBuffer();
   const whole = new Response(body, {
     status: response.status,
     statusText: response.statusText,

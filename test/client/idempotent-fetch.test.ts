@@ -510,6 +510,25 @@ describe('idempotentFetch and answers lost on the way', () => {
     expect(timedOut.sends).toHaveLength(1);
   });
 
+  it('returns an answer delivered in parts (multipart, event stream) as it comes, unread', async () => {
+    for (const type of ['multipart/mixed; boundary="-"', 'text/event-stream']) {
+      // A body whose first part came and whose end has not.
+      const fetch: FetchFunction = async () =>
+        new Response(
+          new ReadableStream({
+            start: (controller) => controller.enqueue(new TextEncoder().encode('first part')),
+          }),
+          { status: 200, headers: { 'content-type': type } },
+        );
+      const response = await idempotentFetch(fetch, { retry: fast })('http://x/graphql', {
+        method: 'POST',
+        body: mutation,
+      });
+      const { value } = await response.body!.getReader().read();
+      expect(new TextDecoder().decode(value)).toBe('first part');
+    }
+  });
+
   it('retries an answer whose body was cut off, with the same key, and returns the whole replay', async () => {
     const body = JSON.stringify({ data: { pay: { id: 1, padding: 'x'.repeat(2_000) } } });
     const sends: { key: string | undefined; attempt: string | undefined }[] = [];
