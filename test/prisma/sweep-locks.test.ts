@@ -69,3 +69,64 @@ function sweepNextToTakeover(db: TestDatabase) {
     expect(reclaimed.claimed).toBe(true);
   });
 }
+
+// MariaDB: a step row of a running call is X-locked until its transaction ends (a transactional
+// step). The steps half of the sweep waited for it (up to innodb_lock_wait_timeout, 50 s, and then
+// failed after deleting records), holding what it had read: other calls' step saves waited too.
+describeEachServerDatabase('the step sweep next to a running transactional step', (db) => {
+  let prisma: Awaited<ReturnType<typeof connect>>;
+  let other: Awaited<ReturnType<typeof connect>>;
+  let sweeper: Awaited<ReturnType<typeof connect>>;
+  beforeAll(async () => {
+    [prisma, other, sweeper] = await Promise.all([connect(db), connect(db), connect(db)]);
+  });
+  afterAll(async () => {
+    await Promise.all([prisma?.$disconnect(), other?.$disconnect(), sweeper?.$disconnect()]);
+  });
+
+  it('finishes without waiting for the step, and another call’s step save does not wait either', async () => {
+    const store = prismaStore(prisma);
+    const neighbour = prismaStore(other);
+    const scope = uniqueScope('step-sweep');
+    const ownerToken = 'o'.repeat(64);
+    // Two lease-mode calls, z and a, whose steps are written under their leases.
+    for (const key of ['z', 'a']) {
+      const claim = { scope, key, operation: 'op', fingerprint: FINGERPRINT, ttlMs: 3_600_000 };
+      await store.lease!.claim({ ...claim, leaseMs: 3_600_000, ownerToken });
+    }
+    const step = (key: string, name: string) => ({
+      scope,
+      key,
+      ownerToken,
+      name,
+      position: 0,
+      fingerprint: FINGERPRINT,
+      result: '1',
+      resultIsError: false,
+      ttlMs: 3_600_000,
+    });
+    const written = gate();
+    const finish = gate();
+    // A transactional step of call z: its row written, its transaction still open.
+    const running = store.steps!.transaction(async ({ save }) => {
+      await save(step('z', 'charge'));
+      written.open();
+      await finish.opened;
+    });
+    await written.opened;
+    let released = false;
+    const unblock = setTimeout(() => {
+      released = true;
+      finish.open();
+    }, 10_000);
+    try {
+      await sweepExpired(sweeper);
+      const saved = await neighbour.steps!.save(step('a', 'step-1'));
+      expect({ saved, released }).toEqual({ saved: true, released: false });
+    } finally {
+      clearTimeout(unblock);
+      finish.open();
+      await running;
+    }
+  }, 30_000);
+});
