@@ -344,6 +344,14 @@ export async function retryBusy<T>(run: () => PromiseLike<T>, busyWaitMs: number
   }
 }
 
+/** What `retryingTransaction` may ask about a transaction whose work failed (see `inside`). */
+export interface AbortQuestions {
+  /** Whether the database had aborted the transaction (see `abortedByDatabase`). */
+  aborted?: (() => Promise<unknown>) | undefined;
+  /** Whether statements ran on it after one failed with a write conflict (see `Opening`). */
+  wentOnAfterConflict?: (() => boolean) | undefined;
+}
+
 /** Options of `retryingTransaction`. */
 export interface TransactionRetryOptions {
   /** How many times a transaction that failed on a write conflict runs again. */
@@ -408,18 +416,19 @@ export async function abortedByDatabase(tx: PrismaQueryable, provider: Provider)
  * was lost at `COMMIT`, committed whole, so a retry with the same key either replays or starts clean.
  */
 export async function retryingTransaction<T>(
-  attempt: (
-    inside: <R>(work: () => Promise<R>, aborted?: () => Promise<unknown>) => Promise<R>,
-  ) => PromiseLike<T>,
+  attempt: (inside: <R>(work: () => Promise<R>, asks?: AbortQuestions) => Promise<R>) => PromiseLike<T>,
   { maxRetries, busyWaitMs = DEFAULT_BUSY_WAIT_MS }: TransactionRetryOptions,
 ): Promise<T> {
   const busyUntil = performance.now() + busyWaitMs;
   for (let conflicts = 0, tries = 0; ; tries++) {
-    let thrown: { error: unknown; abort: unknown } | undefined;
-    const inside = async <R>(work: () => Promise<R>, aborted?: () => Promise<unknown>): Promise<R> => {
+    let thrown: { error: unknown; abort: unknown; wentOn: boolean } | undefined;
+    const inside = async <R>(work: () => Promise<R>, asks: AbortQuestions = {}): Promise<R> => {
       try {
         return await work();
       } catch (error) {
+        // Asked first: the probe below is a statement of its own.
+        const wentOn = asks.wentOnAfterConflict?.() ?? false;
+        const { aborted } = asks;
         // Only an error that does not already say what happened to the database is worth the
         // question; this library's own errors say what happened (a claim the database stopped
         // waiting for, which may have rolled the whole transaction back, is the key in progress).
@@ -427,7 +436,7 @@ export async function retryingTransaction<T>(
           aborted !== undefined &&
           !isIdempotencyError(error) &&
           classify(databaseErrorIn(error)) === undefined;
-        thrown = { error, abort: unexplained ? await aborted() : undefined };
+        thrown = { error, abort: unexplained && !wentOn ? await aborted() : undefined, wentOn };
         throw error;
       }
     };
@@ -437,6 +446,12 @@ export async function retryingTransaction<T>(
       const fromWork = thrown?.error === error ? thrown : undefined;
       let database: unknown;
       let failure: DatabaseFailure | undefined;
+      // The work caught a write conflict and sent statements after it, which ran on their own.
+      if (fromWork?.wentOn) {
+        throw outOfTransaction(
+          new AggregateError([error], 'Statements ran after the database ended the transaction'),
+        );
+      }
       if (fromWork?.abort !== undefined) {
         database = new AggregateError(
           [fromWork.abort, error],

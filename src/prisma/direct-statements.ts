@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DriverAdapterFactory } from './adapter-for-url.js';
 import type { AdapterQueries } from './adapter-queryable.js';
 import type { Provider } from './client.js';
+import { isWriteConflict } from './database-errors.js';
 
 /**
  * One interactive transaction the store is opening: a driver adapter wrapped by `directStatements`
@@ -11,6 +12,12 @@ export interface Opening {
   direct?: AdapterQueries;
   /** The driver adapter's name (`@prisma/adapter-pg`), once `direct` is set. */
   adapterName?: string;
+  /**
+   * Whether a statement of Prisma's (the resolver's) ran on the transaction after one failed with a
+   * write conflict, once `direct` is set. On MariaDB the conflict rolled the transaction back and
+   * the session went on outside it: that statement committed on its own.
+   */
+  wentOnAfterConflict?: () => boolean;
 }
 
 /**
@@ -136,8 +143,9 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
           const transaction = (await start(...args)) as AdapterTransaction;
           if (!mine) return transaction;
           const { opening } = pending;
-          const { prismaSide, direct } = guarded(transaction);
+          const { prismaSide, direct, wentOnAfterConflict } = guarded(transaction);
           opening.direct = direct;
+          opening.wentOnAfterConflict = wentOnAfterConflict;
           opening.adapterName = (transaction as { adapterName?: string }).adapterName;
           return prismaSide;
         },
@@ -154,15 +162,29 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
 function guarded(transaction: AdapterTransaction): {
   prismaSide: AdapterTransaction;
   direct: AdapterQueries;
+  wentOnAfterConflict: () => boolean;
 } {
   let closed = false;
+  let conflicted = false;
+  let wentOn = false;
   const ended: Replacement = (original) => {
     closed = true;
     return original();
   };
-  const watched: Replacement = (original, query) => {
-    if (ENDING.test((query as { sql: string }).sql)) closed = true;
-    return original(query);
+  const watched: Replacement = async (original, query) => {
+    if (ENDING.test((query as { sql: string }).sql)) {
+      closed = true;
+      return original(query);
+    }
+    try {
+      const result = await original(query);
+      // A statement that ran after a conflict: somebody caught the conflict error and went on.
+      if (conflicted) wentOn = true;
+      return result;
+    } catch (error) {
+      if (isWriteConflict(error)) conflicted = true;
+      throw error;
+    }
   };
   const prismaSide = withMethods(transaction, {
     commit: ended,
@@ -185,7 +207,7 @@ function guarded(transaction: AdapterTransaction): {
     queryRaw: (query) => sent(() => transaction.queryRaw(query)),
     executeRaw: (query) => sent(() => transaction.executeRaw(query)),
   };
-  return { prismaSide, direct };
+  return { prismaSide, direct, wentOnAfterConflict: () => wentOn };
 }
 
 /** A method in place of another, which it is given bound to its object. */

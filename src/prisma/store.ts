@@ -210,7 +210,10 @@ export function prismaStore<Client extends PrismaClientLike>(
                       sendsInOrder(opening, provider) ? withCommit : undefined,
                     )
                   : work(tx, tx),
-              askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
+              {
+                aborted: askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
+                wentOnAfterConflict: opening.wentOnAfterConflict,
+              },
             );
           }, transactionOptions),
         );

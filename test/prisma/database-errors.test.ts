@@ -410,11 +410,14 @@ describe('retryingTransaction', () => {
             counts.attempts++;
             throw thrown();
           },
-          aborted &&
-            (async () => {
-              counts.probes++;
-              return aborted();
-            }),
+          {
+            aborted:
+              aborted &&
+              (async () => {
+                counts.probes++;
+                return aborted();
+              }),
+          },
         ),
       options,
     ).catch((e: unknown) => e);
