@@ -71,7 +71,7 @@ export function canonicalJson(operation: string, input: unknown, options: Finger
 class CanonicalWriter {
   /** The containers around the one being written: `ancestors[d]` at depth `d`. */
   private readonly ancestors: object[] = [];
-  /** Like `recentMembers`, for objects with more keys than are kept from one call to the next. */
+  /** Like `recentMembers`, for the objects whose members are not kept from one call to the next. */
   private readonly wideMembers: Members[][] = [];
 
   constructor(private readonly maxDepth: number) {}
@@ -163,14 +163,12 @@ class CanonicalWriter {
    * (`npm run bench:versus`), where they are kept from one call to the next.
    */
   private membersOf(keys: string[], depth: number): Members {
-    const kept = keys.length > MAX_KEPT_KEYS ? this.wideMembers : recentMembers;
-    let recent = kept[depth];
-    if (recent === undefined) {
-      recent = [];
-      kept[depth] = recent;
-    }
-    for (const members of recent) if (sameKeys(members.keys, keys)) return members;
+    const shared = listAt(recentMembers, depth);
+    for (const members of shared) if (sameKeys(members.keys, keys)) return members;
+    const own = listAt(this.wideMembers, depth);
+    for (const members of own) if (sameKeys(members.keys, keys)) return members;
     const members = new Members(keys);
+    const recent = keptAcrossCalls(keys) ? shared : own;
     if (recent.length === RECENT_MEMBERS) recent.pop();
     recent.unshift(members);
     return members;
@@ -265,10 +263,26 @@ const recentMembers: Members[][] = [];
 /** How many sets of keys `membersOf` keeps for each depth. */
 const RECENT_MEMBERS = 4;
 /**
- * The most keys of an object whose members are kept from one call to the next: a wider one is rarely
- * met again, and would keep its names in memory.
+ * Whether the members of an object with these keys are kept from one call to the next: not those of
+ * an object with many keys, or long ones, which is rarely met again and would keep its names in
+ * memory (at most `RECENT_MEMBERS` sets of 64 keys of 4,096 characters in all, per depth).
  */
-const MAX_KEPT_KEYS = 64;
+function keptAcrossCalls(keys: string[]): boolean {
+  if (keys.length > 64) return false;
+  let characters = 0;
+  for (const key of keys) characters += key.length;
+  return characters <= 4_096;
+}
+
+/** The list at `depth`, made empty the first time. */
+function listAt(lists: Members[][], depth: number): Members[] {
+  let list = lists[depth];
+  if (list === undefined) {
+    list = [];
+    lists[depth] = list;
+  }
+  return list;
+}
 
 function sameKeys(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;

@@ -341,6 +341,8 @@ describe('canonicalJson', () => {
   it('writes a set of keys met in an earlier call, or in a call made meanwhile, as it did the first time', () => {
     const wide = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${99 - i}`, i]));
     const wideText = referenceText(wide);
+    const long = { [`b${'x'.repeat(3_000)}`]: 1, [`a${'y'.repeat(3_000)}`]: 2 };
+    const longText = referenceText(long);
     // A getter that fingerprints other inputs of the same depths while the outer one is written.
     const nested = {
       b: { y: 1, x: 2 },
@@ -355,6 +357,7 @@ describe('canonicalJson', () => {
       expect(canonicalJson('op', { b: undefined, a: 2 })).toBe('{"input":{"a":2},"operation":"op"}');
       expect(canonicalJson('op', { b: 1, a: undefined })).toBe('{"input":{"b":1},"operation":"op"}');
       expect(canonicalJson('op', wide)).toBe(`{"input":${wideText},"operation":"op"}`);
+      expect(canonicalJson('op', [long, long])).toBe(`{"input":[${longText},${longText}],"operation":"op"}`);
       expect(canonicalJson('op', nested)).toBe(
         '{"input":{"a":{"x":3,"y":4},"b":{"x":2,"y":1}},"operation":"op"}',
       );
