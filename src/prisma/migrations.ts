@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Provider } from './client.js';
+import { connectedSchemaOf } from './records-table.js';
 
 /**
  * The SQL migrations this package ships, one folder per provider: `prisma/<provider>/migrations/
@@ -41,6 +42,8 @@ interface RawQuery {
 
 /** What a connected Prisma driver adapter offers that the migrations need. */
 export interface MigrationTarget {
+  /** `schemaName`: the schema a URL's `?schema=` gave `PrismaPg`, where the migrations go. */
+  getConnectionInfo?(): { schemaName?: string };
   executeRaw(query: RawQuery): Promise<number>;
   queryRaw(query: RawQuery): Promise<{ rows: unknown[][] }>;
   executeScript(script: string): Promise<void>;
@@ -75,7 +78,13 @@ export async function applyMigrations(
   migrations: readonly Migration[],
 ): Promise<string[]> {
   const run = (sql: string) => db.executeRaw({ sql, args: [], argTypes: [] });
-  const table = provider === 'mysql' ? '`_prisma_migrations`' : '"_prisma_migrations"';
+  // PostgreSQL: the adapter's schema (a URL's `?schema=`) holds the tables and the migrations'
+  // record, as with `prisma migrate deploy`; without one, the search path decides.
+  const schema = provider === 'mysql' ? undefined : connectedSchemaOf(db, provider);
+  const inSchema = schema === undefined ? '' : `"${schema.replace(/"/g, '""')}"`;
+  if (inSchema) await run(`CREATE SCHEMA IF NOT EXISTS ${inSchema}`);
+  const table =
+    provider === 'mysql' ? '`_prisma_migrations`' : `${inSchema ? `${inSchema}.` : ''}"_prisma_migrations"`;
   const timestamp =
     provider === 'postgresql' || provider === 'cockroachdb'
       ? 'TIMESTAMPTZ'
@@ -111,7 +120,8 @@ export async function applyMigrations(
     } else if (provider === 'sqlite') {
       await scriptInOneTransaction(db, `${sql}\n;${record};`);
     } else {
-      await statementsInOneTransaction(db, [sql, record]);
+      const searchPath = inSchema ? [`SET LOCAL search_path TO ${inSchema}`] : [];
+      await statementsInOneTransaction(db, [...searchPath, sql, record]);
     }
     ran.push(name);
   }

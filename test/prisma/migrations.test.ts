@@ -7,6 +7,7 @@ import {
   type Migration,
   type MigrationTarget,
   readMigrations,
+  shippedMigrationsFolder,
 } from '../../src/prisma/migrations.js';
 import { describeEachDatabase } from '../helpers/databases.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
@@ -82,6 +83,30 @@ describeEachDatabase('applying migrations', (shared) => {
       await expect(applyMigrations(adapter, provider, failing)).rejects.toThrow();
       expect(await probeTables()).toBe(1);
       expect(await recorded()).toEqual([]);
+    });
+
+  if (provider === 'postgresql')
+    it('applies them, and records them, in the schema a URL names (?schema=), where the store looks', async () => {
+      // The isolated database already has them on its search path: the schema must not count them.
+      const shipped = await readMigrations(shippedMigrationsFolder(provider));
+      await applyMigrations(adapter, provider, shipped);
+      const url = new URL(isolated.db.url!);
+      url.searchParams.set('schema', 'app schema');
+      const inSchema = (await (await adapterForUrl(url.toString())).connect()) as Adapter;
+      try {
+        const names = shipped.map(({ name }) => name);
+        expect(await applyMigrations(inSchema, provider, shipped)).toEqual(names);
+        const { rows } = await adapter.queryRaw(
+          sql(
+            `SELECT table_name FROM information_schema.tables WHERE table_schema = 'app schema' ORDER BY table_name`,
+          ),
+        );
+        expect(rows.flat()).toEqual(['_prisma_migrations', 'idempotency_records', 'idempotency_steps']);
+        expect(await applyMigrations(inSchema, provider, shipped)).toEqual([]);
+      } finally {
+        await inSchema.dispose();
+        await adapter.executeRaw(sql('DROP SCHEMA "app schema" CASCADE'));
+      }
     });
 
   if (provider === 'postgresql')
