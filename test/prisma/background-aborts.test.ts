@@ -184,6 +184,42 @@ describeEachServer('a transaction the database aborted in the background', (db) 
     });
   }
 
+  if (db.provider === 'postgresql') {
+    it.each(['its own error', 'the conflict'])(
+      'a conflict the resolver rolls back to a savepoint and goes on from, then throws %s: its error, or 503 for the conflict, nothing committed',
+      async (thrown) => {
+        const scope = uniqueScope();
+        const store = prismaStore(prisma, { maxRetries: 0 });
+        const declined = new Error('card declined');
+        const error = await runIdempotent(
+          { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
+          async (tx: Tx) => {
+            await tx.$executeRawUnsafe('SAVEPOINT before_update');
+            try {
+              await tx.$executeRawUnsafe(
+                `DO $$ BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`,
+              );
+            } catch (conflict) {
+              await tx.$executeRawUnsafe('ROLLBACK TO SAVEPOINT before_update');
+              await tx.payment.create({
+                data: { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' },
+              });
+              throw thrown === 'the conflict' ? conflict : declined;
+            }
+            return 'paid';
+          },
+        ).catch((e: unknown) => e);
+        if (thrown === 'the conflict') {
+          // A write conflict left after the retries (none here): 503, which the clients retry.
+          expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+        } else {
+          expect(error).toBe(declined);
+        }
+        expect(await prisma.payment.count({ where: { userId: scope } })).toBe(0);
+      },
+    );
+  }
+
   it('a resolver’s own error in a transaction nobody aborted is answered as thrown, after one run', async () => {
     const store = prismaStore(prisma);
     const scope = uniqueScope();
