@@ -92,8 +92,6 @@ function batchLimit(batchSize: number): number {
 /**
  * MySQL/MariaDB: deletes the keys `sweepPick` picked, by primary key (so it locks those rows
  * only), each still sweepable: a record taken over since it was picked is live again and stays.
- * The pick's locks ended with it; a row another transaction took since (a takeover) fails the
- * statement at once (1205) rather than keep the other rows locked while it waits.
  */
 export function sweepBatchDelete(
   table: string,
@@ -103,7 +101,7 @@ export function sweepBatchDelete(
     'mysql',
     keys.map((row) => ({ scope: row.scope, key: row.idempotency_key })),
   );
-  return sql`SET STATEMENT innodb_lock_wait_timeout = 0 FOR DELETE FROM ${raw(table)} WHERE (${batch}) AND ${raw(sweepable('mysql'))}`;
+  return sql`DELETE FROM ${raw(table)} WHERE (${batch}) AND ${raw(sweepable('mysql'))}`;
 }
 
 /**

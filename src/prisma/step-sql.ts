@@ -79,10 +79,7 @@ export function stepSweepStatement(provider: Provider, batchSize: number, tables
     `${passed(`${alias}.expires_at`)} AND NOT EXISTS (SELECT 1 FROM ${records} r WHERE r.scope = ${alias}.scope AND r.idempotency_key = ${alias}.idempotency_key)`;
   switch (provider) {
     case 'mysql':
-      // With no lock wait: a step row a running call holds (a transactional step not yet committed)
-      // fails the batch at once (1205), and the rest waits for the next sweep, rather than this
-      // statement holding the rows and gaps it read, which other calls' steps and claims need.
-      return `SET STATEMENT innodb_lock_wait_timeout = 0 FOR DELETE FROM ${steps} WHERE ${sweepable(steps)} LIMIT ${batchSize}`;
+      return `DELETE FROM ${steps} WHERE ${sweepable(steps)} LIMIT ${batchSize}`;
     case 'sqlite':
       return `DELETE FROM ${steps} WHERE rowid IN (SELECT rowid FROM ${steps} s WHERE ${sweepable('s')} LIMIT ${batchSize})`;
     default: {

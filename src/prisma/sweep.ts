@@ -66,15 +66,8 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     );
     if (keys.length === 0) return { count: 0, found: 0 };
     const { text, values } = sweepBatchDelete(tables.records, keys);
-    try {
-      const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(text, ...values));
-      return { count, found: keys.length };
-    } catch (error) {
-      // A picked row another transaction took since (a takeover): this sweep ends, the next one
-      // picks around it.
-      if (!isTimeout(error)) throw error;
-      return { count: 0, found: 0 };
-    }
+    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(text, ...values));
+    return { count, found: keys.length };
   };
   // Both tables before the first DELETE: a sweep failing on a missing steps table after deleting
   // records would leave no word of what it deleted.
@@ -113,14 +106,7 @@ async function sweepSteps(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
-    let count: number;
-    try {
-      count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
-    } catch (error) {
-      // MySQL/MariaDB: a step a running call holds; the rest waits for the next sweep.
-      if (provider === 'mysql' && isTimeout(error)) break;
-      throw error;
-    }
+    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
     if (count < batchSize) break;
     await new Promise((resolve) => setImmediate(resolve));
   }
