@@ -82,7 +82,9 @@ export async function applyMigrations(
   // record, as with `prisma migrate deploy`; without one, the search path decides.
   const schema = provider === 'mysql' ? undefined : connectedSchemaOf(db, provider);
   const inSchema = schema === undefined ? '' : `"${schema.replace(/"/g, '""')}"`;
-  if (inSchema) await run(`CREATE SCHEMA IF NOT EXISTS ${inSchema}`);
+  // Created only when missing: even with IF NOT EXISTS, CREATE SCHEMA needs the CREATE privilege on
+  // the database, which a role that owns a schema a DBA made may lack.
+  if (schema !== undefined && !(await schemaExists(db, schema))) await run(`CREATE SCHEMA ${inSchema}`);
   const table =
     provider === 'mysql' ? '`_prisma_migrations`' : `${inSchema ? `${inSchema}.` : ''}"_prisma_migrations"`;
   const timestamp =
@@ -126,6 +128,16 @@ export async function applyMigrations(
     ran.push(name);
   }
   return ran;
+}
+
+/** PostgreSQL, CockroachDB: whether the database has `schema`. */
+async function schemaExists(db: MigrationTarget, schema: string): Promise<boolean> {
+  const { rows } = await db.queryRaw({
+    sql: 'SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1',
+    args: [schema],
+    argTypes: [{ scalarType: 'string', arity: 'scalar' }],
+  });
+  return rows.length > 0;
 }
 
 /**

@@ -110,6 +110,28 @@ describeEachDatabase('applying migrations', (shared) => {
     });
 
   if (provider === 'postgresql')
+    it('migrates into a schema its role owns without the right to create schemas in the database', async () => {
+      const role = `migrator_${process.pid}_${Date.now()}`;
+      const owned = `owned_${process.pid}`;
+      await adapter.executeRaw(sql(`CREATE ROLE ${role} LOGIN`));
+      await adapter.executeRaw(sql(`CREATE SCHEMA ${owned} AUTHORIZATION ${role}`));
+      const url = new URL(isolated.db.url!);
+      url.username = role;
+      url.password = '';
+      url.searchParams.set('schema', owned);
+      const asRole = (await (await adapterForUrl(url.toString())).connect()) as Adapter;
+      try {
+        const shipped = await readMigrations(shippedMigrationsFolder(provider));
+        expect(await applyMigrations(asRole, provider, shipped)).toEqual(shipped.map(({ name }) => name));
+        expect(await applyMigrations(asRole, provider, shipped)).toEqual([]);
+      } finally {
+        await asRole.dispose();
+        await adapter.executeRaw(sql(`DROP SCHEMA ${owned} CASCADE`));
+        await adapter.executeRaw(sql(`DROP ROLE ${role}`));
+      }
+    });
+
+  if (provider === 'postgresql')
     it('keeps a ; inside a string, a quoted name, a comment or a dollar-quoted body within its statement', async () => {
       const migrations = await migrationsFolder(`${provider}-quoted`, {
         '20990102000000_quoted': [
