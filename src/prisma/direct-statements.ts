@@ -13,9 +13,9 @@ export interface Opening {
   /** The driver adapter's name (`@prisma/adapter-pg`), once `direct` is set. */
   adapterName?: string;
   /**
-   * Whether a statement of Prisma's (the resolver's) ran on the transaction after one failed with a
-   * write conflict, once `direct` is set. On MariaDB the conflict rolled the transaction back and
-   * the session went on outside it: that statement committed on its own.
+   * MySQL/MariaDB, once `direct` is set: whether a statement of Prisma's (the resolver's) ran on the
+   * transaction after one failed with a write conflict. The conflict had rolled the transaction back
+   * and the session went on outside it: that statement committed on its own.
    */
   wentOnAfterConflict?: () => boolean;
 }
@@ -143,7 +143,10 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
           const transaction = (await start(...args)) as AdapterTransaction;
           if (!mine) return transaction;
           const { opening } = pending;
-          const { prismaSide, direct, wentOnAfterConflict } = guarded(transaction);
+          // MySQL/MariaDB end the whole transaction at a conflict, and the session goes on outside
+          // it; PostgreSQL's goes on inside it (rolled back to a savepoint), or fails.
+          const endsAtConflict = (adapter as { provider?: string }).provider === 'mysql';
+          const { prismaSide, direct, wentOnAfterConflict } = guarded(transaction, endsAtConflict);
           opening.direct = direct;
           opening.wentOnAfterConflict = wentOnAfterConflict;
           opening.adapterName = (transaction as { adapterName?: string }).adapterName;
@@ -159,10 +162,13 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
  * it, which fail once it is closed: the connection goes back to the pool then, and a statement
  * sent on it would run outside the transaction, or in another one.
  */
-function guarded(transaction: AdapterTransaction): {
+function guarded(
+  transaction: AdapterTransaction,
+  endsAtConflict: boolean,
+): {
   prismaSide: AdapterTransaction;
   direct: AdapterQueries;
-  wentOnAfterConflict: () => boolean;
+  wentOnAfterConflict: (() => boolean) | undefined;
 } {
   let closed = false;
   let conflicted = false;
@@ -171,20 +177,23 @@ function guarded(transaction: AdapterTransaction): {
     closed = true;
     return original();
   };
-  const watched: Replacement = async (original, query) => {
-    if (ENDING.test((query as { sql: string }).sql)) {
-      closed = true;
-      return original(query);
-    }
+  /** A statement's outcome, noted: one that ran after a conflict means somebody caught it and went on. */
+  const noted = async (sent: Promise<unknown>): Promise<unknown> => {
     try {
-      const result = await original(query);
-      // A statement that ran after a conflict: somebody caught the conflict error and went on.
+      const result = await sent;
       if (conflicted) wentOn = true;
       return result;
     } catch (error) {
       if (isWriteConflict(error)) conflicted = true;
       throw error;
     }
+  };
+  const watched: Replacement = (original, query) => {
+    if (ENDING.test((query as { sql: string }).sql)) {
+      closed = true;
+      return original(query);
+    }
+    return endsAtConflict ? noted(original(query)) : original(query);
   };
   const prismaSide = withMethods(transaction, {
     commit: ended,
@@ -207,7 +216,7 @@ function guarded(transaction: AdapterTransaction): {
     queryRaw: (query) => sent(() => transaction.queryRaw(query)),
     executeRaw: (query) => sent(() => transaction.executeRaw(query)),
   };
-  return { prismaSide, direct, wentOnAfterConflict: () => wentOn };
+  return { prismaSide, direct, wentOnAfterConflict: endsAtConflict ? () => wentOn : undefined };
 }
 
 /** A method in place of another, which it is given bound to its object. */

@@ -212,9 +212,7 @@ export function prismaStore<Client extends PrismaClientLike>(
                   : work(tx, tx),
               {
                 aborted: askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
-                // MySQL/MariaDB end the whole transaction at a conflict, and the session goes on
-                // outside it; PostgreSQL's goes on inside it (rolled back to a savepoint) or fails.
-                wentOnAfterConflict: provider === 'mysql' ? opening.wentOnAfterConflict : undefined,
+                wentOnAfterConflict: opening.wentOnAfterConflict,
               },
             );
           }, transactionOptions),
