@@ -114,10 +114,8 @@ export async function applyMigrations(
     // Names are folder names and the checksum is hex: safe to write as literals.
     const record = `INSERT INTO ${table} (id, checksum, finished_at, migration_name, applied_steps_count) VALUES ('${randomUUID()}', '${createHash('sha256').update(sql).digest('hex')}', CURRENT_TIMESTAMP, '${name.replace(/'/g, "''")}', 1)`;
     if (provider === 'mysql') {
-      // MySQL commits each DDL statement on its own; run them one by one (none has a ';' inside).
-      for (const statement of sql.split(/;\s*$/m).filter((s) => s.replace(/--.*$/gm, '').trim())) {
-        await run(statement);
-      }
+      // MySQL commits each DDL statement on its own: they run one by one.
+      for (const statement of mysqlStatements(sql)) await run(statement);
       await run(record);
     } else if (provider === 'sqlite') {
       await scriptInOneTransaction(db, `${sql}\n;${record};`);
@@ -128,6 +126,52 @@ export async function applyMigrations(
     ran.push(name);
   }
   return ran;
+}
+
+/**
+ * MySQL/MariaDB: the statements of a migration script, split at each `;` outside strings, quoted
+ * names and comments, as the `mysql` client splits them (without its `DELIMITER` command). A piece
+ * of nothing but comments and space is no statement.
+ */
+export function mysqlStatements(script: string): string[] {
+  const statements: string[] = [];
+  let start = 0;
+  let code = false;
+  for (let i = 0; i < script.length; i++) {
+    const character = script[i]!;
+    if (character === "'" || character === '"' || character === '`') {
+      i = closingQuote(script, i);
+      code = true;
+    } else if (character === '#' || (script.startsWith('--', i) && /^\s?$/.test(script[i + 2] ?? ''))) {
+      // To the end of the line (`--` starts a comment only before a space, or at the end).
+      const end = script.indexOf('\n', i);
+      i = end === -1 ? script.length : end;
+    } else if (script.startsWith('/*', i)) {
+      const end = script.indexOf('*/', i + 2);
+      i = end === -1 ? script.length : end + 1;
+    } else if (character === ';') {
+      if (code) statements.push(script.slice(start, i));
+      start = i + 1;
+      code = false;
+    } else if (!/\s/.test(character)) {
+      code = true;
+    }
+  }
+  if (code) statements.push(script.slice(start));
+  return statements;
+}
+
+/** Where the string or quoted name opening at `open` ends: backslash escapes, doubled quotes. */
+function closingQuote(script: string, open: number): number {
+  const quote = script[open];
+  for (let i = open + 1; i < script.length; i++) {
+    if (script[i] === '\\' && quote !== '`') i++;
+    else if (script[i] === quote) {
+      if (script[i + 1] !== quote) return i;
+      i++;
+    }
+  }
+  return script.length;
 }
 
 /** PostgreSQL, CockroachDB: whether the database has `schema`. */

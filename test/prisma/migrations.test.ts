@@ -1,11 +1,12 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
 import type { Provider } from '../../src/prisma/client.js';
 import {
   applyMigrations,
   type Migration,
   type MigrationTarget,
+  mysqlStatements,
   readMigrations,
   shippedMigrationsFolder,
 } from '../../src/prisma/migrations.js';
@@ -29,6 +30,26 @@ async function migrationsFolder(label: string, scripts: Record<string, string>):
 
 const NAME = '20990101000000_probe';
 const CREATE_PROBE = 'CREATE TABLE migration_probe (id INTEGER NOT NULL);\n';
+
+describe('mysqlStatements', () => {
+  it('splits at each ; outside strings, quoted names and comments, and drops pieces of comments only', () => {
+    const script = [
+      '-- a table; of invoices',
+      'CREATE TABLE `t;1` (',
+      '  `id` INTEGER NOT NULL, -- the invoice id;',
+      "  `note` VARCHAR(20) NOT NULL DEFAULT 'a;b\\';c', # a note;",
+      '  `tag` VARCHAR(20) NOT NULL DEFAULT "x"";" /* a ; here */',
+      ');',
+      'INSERT INTO `t;1` (`id`) VALUES (1--1);',
+      '/* the end; */',
+      '',
+    ].join('\n');
+    expect(mysqlStatements(script).map((statement) => statement.trim())).toEqual([
+      script.slice(0, script.indexOf(');') + 1).trim(),
+      'INSERT INTO `t;1` (`id`) VALUES (1--1)',
+    ]);
+  });
+});
 
 describeEachDatabase('applying migrations', (shared) => {
   let isolated: IsolatedDatabase;
@@ -129,6 +150,22 @@ describeEachDatabase('applying migrations', (shared) => {
         await adapter.executeRaw(sql(`DROP SCHEMA ${owned} CASCADE`));
         await adapter.executeRaw(sql(`DROP ROLE ${role}`));
       }
+    });
+
+  if (provider === 'mysql')
+    it('keeps a ; inside a string, a quoted name or a comment within its statement', async () => {
+      const migrations = await migrationsFolder(`${provider}-quoted`, {
+        '20990102000000_quoted': [
+          'CREATE TABLE `probe;quoted` (',
+          '  `id` INTEGER NOT NULL, -- the invoice id;',
+          "  `a;b` VARCHAR(20) NOT NULL DEFAULT 'x\\';y' # a note;",
+          ');',
+          'INSERT INTO `probe;quoted` (`id`) VALUES (1);',
+        ].join('\n'),
+      });
+      expect(await applyMigrations(adapter, provider, migrations)).toEqual(['20990102000000_quoted']);
+      const { rows } = await adapter.queryRaw(sql('SELECT `id`, `a;b` FROM `probe;quoted`'));
+      expect(rows).toEqual([[1, "x';y"]]);
     });
 
   if (provider === 'postgresql')
