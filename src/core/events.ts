@@ -13,7 +13,9 @@
  * - `fenced`: lease mode, this request's lease was taken over by another request, so its
  *   completion, release or step record wrote nothing (at most once per request).
  * - `outcome_unknown`: lease mode, the resolver (or a step) ran but its result could not be
- *   stored, and no record will answer a retry for it (`IDEMPOTENCY_OUTCOME_UNKNOWN`).
+ *   stored, and no record will answer a retry for it; transactional mode, the store cannot tell
+ *   what of the call committed (MariaDB: the database ended the transaction mid-call and the
+ *   session went on outside it). The call answers `IDEMPOTENCY_OUTCOME_UNKNOWN`.
  */
 export type IdempotencyEventType =
   | 'claimed'

@@ -32,7 +32,8 @@ export type IdempotencyKeySource = 'header' | 'input' | 'argument';
  * - `in_progress`: another request still held the key (`IDEMPOTENCY_KEY_IN_PROGRESS`).
  * - `released`: lease mode; the resolver failed and the call freed its claim.
  * - `fenced`: lease mode; the lease was taken over, so this call's completion wrote nothing.
- * - `outcome_unknown`: lease mode; the resolver ran, but its result could not be stored.
+ * - `outcome_unknown`: the resolver ran, but its result could not be stored (lease mode), or the store
+ *   cannot tell what of it committed (transactional mode, MariaDB).
  */
 export type IdempotencyOutcome =
   | 'executed'

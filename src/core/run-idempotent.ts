@@ -130,7 +130,7 @@ export interface RunIdempotentOptions<Tx = unknown> {
   fingerprintOptions?: FingerprintOptions | undefined;
   /**
    * Receives what happened: `claimed`, `expired_takeover`, `completed`, `replayed`, `mismatch`,
-   * `in_progress`, and in lease mode `released`, `fenced` and `outcome_unknown` (see
+   * `in_progress`, `outcome_unknown`, and in lease mode `released` and `fenced` (see
    * `IdempotencyEventType`). Nothing is logged by default.
    */
   onEvent?: IdempotencyEventHandler | undefined;

@@ -9,7 +9,7 @@ import {
   storedText,
 } from './call.js';
 import { decide, foreignRecordError } from './decide.js';
-import { IdempotencyKeyInProgressError } from './errors.js';
+import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
 import { type HeldKeys, hold } from './single-flight.js';
 import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
 
@@ -113,6 +113,11 @@ export async function runInTransaction<T, Tx>(
     return { value: outcome.value, replayed: false, record: ranRecord(call, outcome.firstSeenAt, completed) };
   } catch (error) {
     if (resolverError?.error === error && call.replayErrors(error)) await storeError(call, error);
+    // The store cannot tell what of the call committed (MariaDB: the database ended the transaction
+    // and the session went on outside it).
+    else if (isIdempotencyError(error) && error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN') {
+      call.emit('outcome_unknown');
+    }
     throw error;
   } finally {
     clearTimeout(waitTimer);

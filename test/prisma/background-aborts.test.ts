@@ -61,9 +61,17 @@ describeEachServer('a transaction the database aborted in the background', (db) 
     const scope = uniqueScope();
     const store = prismaStore(prisma, { maxRetries });
     let runs = 0;
+    const events: string[] = [];
     const run = () =>
       runIdempotent(
-        { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
+        {
+          store,
+          scope,
+          key: 'pay-1',
+          operation: 'payments.create',
+          input: { amount: '5.00' },
+          onEvent: ({ type }) => events.push(type),
+        },
         async (tx: Tx) => {
           runs++;
           const row = await tx.payment.create({
@@ -77,7 +85,7 @@ describeEachServer('a transaction the database aborted in the background', (db) 
       payments: await prisma.payment.count({ where: { userId: scope } }),
       records: await countRecords(prisma, db.provider, scope),
     });
-    return { run, runs: () => runs, effects };
+    return { run, runs: () => runs, effects, events: () => events };
   }
 
   // A session silently out of its transaction is Galera's alone; PostgreSQL stands in for
@@ -123,6 +131,7 @@ describeEachServer('a transaction the database aborted in the background', (db) 
       aborts.plan({ after: PAYMENT_INSERT, notice: 'never' });
       const error = await call.run().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
+      expect(call.events()).toEqual(['claimed', 'outcome_unknown']);
       expect(JSON.stringify(causes(error))).toMatch(/no longer in one/);
       // The resolver's own error (its read-back found nothing) is kept among the causes.
       expect(JSON.stringify(causes(error))).toMatch(/TypeError|null/);
