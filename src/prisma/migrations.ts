@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Provider } from './client.js';
-import { connectedSchemaOf } from './records-table.js';
+import { connectedSchemaOf, quotedName, recordsTable } from './records-table.js';
 
 /**
  * The SQL migrations this package ships, one folder per provider: `prisma/<provider>/migrations/
@@ -81,12 +81,11 @@ export async function applyMigrations(
   // PostgreSQL: the adapter's schema (a URL's `?schema=`) holds the tables and the migrations'
   // record, as with `prisma migrate deploy`; without one, the search path decides.
   const schema = provider === 'mysql' ? undefined : connectedSchemaOf(db, provider);
-  const inSchema = schema === undefined ? '' : `"${schema.replace(/"/g, '""')}"`;
+  const inSchema = schema === undefined ? undefined : quotedName(provider, schema);
   // Created only when missing: even with IF NOT EXISTS, CREATE SCHEMA needs the CREATE privilege on
   // the database, which a role that owns a schema a DBA made may lack.
   if (schema !== undefined && !(await schemaExists(db, schema))) await run(`CREATE SCHEMA ${inSchema}`);
-  const table =
-    provider === 'mysql' ? '`_prisma_migrations`' : `${inSchema ? `${inSchema}.` : ''}"_prisma_migrations"`;
+  const table = recordsTable(provider, '_prisma_migrations', schema);
   const timestamp =
     provider === 'postgresql' || provider === 'cockroachdb'
       ? 'TIMESTAMPTZ'
@@ -120,7 +119,7 @@ export async function applyMigrations(
     } else if (provider === 'sqlite') {
       await scriptInOneTransaction(db, `${sql}\n;${record};`);
     } else {
-      const searchPath = inSchema ? [`SET LOCAL search_path TO ${inSchema}`] : [];
+      const searchPath = inSchema === undefined ? [] : [`SET LOCAL search_path TO ${inSchema}`];
       await statementsInOneTransaction(db, [...searchPath, sql, record]);
     }
     ran.push(name);

@@ -19,8 +19,13 @@ export function recordsTable(provider: Provider, table?: string, schema?: string
     throw new TypeError(`table must be "name" or "schema.name", not ${JSON.stringify(table)}`);
   }
   if (parts.length === 1 && schema !== undefined) parts.unshift(schema);
+  return parts.map((part) => quotedName(provider, part)).join('.');
+}
+
+/** A name (of a table, a schema) quoted as written, as SQL takes it on `provider`. */
+export function quotedName(provider: Provider, name: string): string {
   const quote = provider === 'mysql' ? '`' : '"';
-  return parts.map((part) => `${quote}${part.replaceAll(quote, quote + quote)}${quote}`).join('.');
+  return `${quote}${name.replaceAll(quote, quote + quote)}${quote}`;
 }
 
 /**
