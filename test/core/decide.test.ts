@@ -1,23 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { type Decision, decide, type StoredRecord } from '../../src/index.js';
+import { storedRecord } from '../helpers/stored-record.js';
 
 const request = { scope: 'user-1', key: 'k-1', operation: 'payments.create', fingerprint: 'a'.repeat(64) };
 
-function record(overrides: Partial<StoredRecord>): StoredRecord {
-  return {
-    ...request,
-    status: 'COMPLETED',
-    result: '"ok"',
-    resultIsError: false,
-    ownerToken: null,
-    lockedUntil: null,
-    createdAt: new Date(0),
-    completedAt: new Date(0),
-    expiresAt: new Date(0),
-    liveForMs: 60_000,
-    ...overrides,
-  };
-}
+const record = (overrides: Partial<StoredRecord>) => storedRecord({ ...request, ...overrides });
 
 describe('decide', () => {
   it.each<[string, StoredRecord | null, Decision]>([

@@ -12,6 +12,7 @@ import {
 } from '../../src/index.js';
 import { type MovableClock, movableClock } from '../helpers/clock.js';
 import { gate } from '../helpers/gate.js';
+import { storedRecord } from '../helpers/stored-record.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -335,21 +336,12 @@ describe('runIdempotent in lease mode (memory store)', () => {
   it('never replays a record that keeps expiring under its claims: answers IN_PROGRESS instead', async () => {
     const { options, types } = leased();
     const store = options.store;
-    const expired = {
-      scope: 'user-1',
-      key: 'k-1',
+    const expired = storedRecord({
       operation: 'emails.send',
       fingerprint: fingerprint('emails.send', { to: 'a@example.com' }),
-      status: 'COMPLETED' as const,
       result: store.serializer ? store.serializer.serialize('stale') : '{"json":"stale"}',
-      resultIsError: false,
-      ownerToken: null,
-      lockedUntil: null,
-      createdAt: new Date(0),
-      completedAt: new Date(0),
-      expiresAt: new Date(0),
       liveForMs: -1,
-    };
+    });
     // A store whose every claim loses the race to a record that has expired by the time it is read.
     const racing: Store = {
       ...store,

@@ -10,9 +10,9 @@ import {
   memoryStore,
   runIdempotent,
   type Store,
-  type StoredRecord,
 } from '../../src/index.js';
 import { gate } from '../helpers/gate.js';
+import { storedRecord } from '../helpers/stored-record.js';
 
 /**
  * A memory store whose transactions claim with what `claimOf` gives for the transaction's number
@@ -264,21 +264,7 @@ describe('runIdempotent (memory store)', () => {
 
   it('runs nothing once its own wait ran out while it took over a record no longer live', async () => {
     const inner = memoryStore();
-    const expired: StoredRecord = {
-      scope: 'user-1',
-      key: 'k-1',
-      operation: 'payments.create',
-      fingerprint: 'f'.repeat(64),
-      status: 'COMPLETED',
-      result: '{"json":"old"}',
-      resultIsError: false,
-      ownerToken: null,
-      lockedUntil: null,
-      createdAt: new Date(0),
-      completedAt: new Date(0),
-      expiresAt: new Date(0),
-      liveForMs: 0,
-    };
+    const expired = storedRecord({ liveForMs: 0 });
     // The takeover waits 150 ms for a row another transaction holds; the call waits 20.
     const store: Store<undefined> = {
       ...inner,

@@ -140,57 +140,35 @@ describeEachServer('a transaction the database aborted in the background', (db) 
       expect(await call.effects()).toEqual({ payments: 0, records: 0 });
     });
 
-    it('a resolver that catches the conflict error, writes again and rethrows it: not run again', async () => {
-      const scope = uniqueScope();
-      const store = prismaStore(prisma);
-      let runs = 0;
-      aborts.plan({ after: PAYMENT_INSERT, notice: 'next statement' });
-      const error = await runIdempotent(
-        { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
-        async (tx: Tx) => {
-          runs++;
-          const data = { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' };
-          try {
-            await tx.payment.create({ data });
-          } catch (conflict) {
-            // An outbox row, say, written before giving up: it commits on its own.
-            await tx.payment.create({ data });
-            throw conflict;
-          }
-          return 'paid';
-        },
-      ).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
-      expect(runs).toBe(1);
-      expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
-      expect(await countRecords(prisma, db.provider, scope)).toBe(0);
-    });
-
-    it('a resolver that swallows the conflict error and writes again: not run again, its write kept once', async () => {
-      const scope = uniqueScope();
-      const store = prismaStore(prisma);
-      let runs = 0;
-      aborts.plan({ after: PAYMENT_INSERT, notice: 'next statement' });
-      const error = await runIdempotent(
-        { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
-        async (tx: Tx) => {
-          runs++;
-          const data = { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' };
-          try {
-            // Prisma's read-back of the row gets the conflict error.
-            await tx.payment.create({ data });
-          } catch {
-            // Swallowed: the write again, which now commits on its own.
-            await tx.payment.create({ data });
-          }
-          return 'paid';
-        },
-      ).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
-      expect(runs).toBe(1);
-      expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
-      expect(await countRecords(prisma, db.provider, scope)).toBe(0);
-    });
+    it.each(['rethrows it', 'returns'])(
+      'a resolver that catches the conflict error, writes again (it commits on its own), then %s: not run again, its write kept once',
+      async (then) => {
+        const scope = uniqueScope();
+        const store = prismaStore(prisma);
+        let runs = 0;
+        aborts.plan({ after: PAYMENT_INSERT, notice: 'next statement' });
+        const error = await runIdempotent(
+          { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
+          async (tx: Tx) => {
+            runs++;
+            const data = { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' };
+            try {
+              // Prisma's read-back of the row gets the conflict error.
+              await tx.payment.create({ data });
+            } catch (conflict) {
+              // An outbox row, say, or the write again.
+              await tx.payment.create({ data });
+              if (then === 'rethrows it') throw conflict;
+            }
+            return 'paid';
+          },
+        ).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
+        expect(runs).toBe(1);
+        expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
+        expect(await countRecords(prisma, db.provider, scope)).toBe(0);
+      },
+    );
   }
 
   if (db.provider === 'postgresql') {
