@@ -34,16 +34,19 @@ function inTimeOrder(provider: Provider, column: string): string {
 }
 
 /**
- * SQLite: ranges of the `expires_at` index that hold every expired record, so that a sweep reads
- * the expired records, not the whole table (the exact test, through epoch milliseconds, cannot use
- * the index). Numbers sort below text: the first range holds the epoch-millisecond numbers up to
- * now, the second the text up to a second from now in ISO form, which holds every expired UTC
+ * SQLite: ranges of an index on `column` (an expiry) that hold every expired row, so that a sweep
+ * reads the expired rows, not the whole table (the exact test, through epoch milliseconds, cannot
+ * use the index). Numbers sort below text: the first range holds the epoch-millisecond numbers up
+ * to now, the second the text up to a second from now in ISO form, which holds every expired UTC
  * text (`…T…+00:00`, `…T…Z`, and `… …`, which sorts below `…T…` on the same day). Text with a
- * positive zone offset sorts by its local time: such a record is swept that much late, never early.
+ * positive zone offset sorts by its local time: such a row is swept that much late, never early.
  */
-const SQLITE_EXPIRED_RANGES =
-  "(expires_at <= (unixepoch('now', 'subsec') * 1000) OR " +
-  "(expires_at >= '' AND expires_at <= strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+1 second')))";
+export function sqliteExpiredRanges(column: string): string {
+  return (
+    `(${column} <= (unixepoch('now', 'subsec') * 1000) OR ` +
+    `(${column} >= '' AND ${column} <= strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+1 second')))`
+  );
+}
 
 /**
  * Deletes at most `batchSize` sweepable records of `table` (SQL, see `recordsTable`) in one short
@@ -58,10 +61,10 @@ export function sweepStatement(provider: Provider, batchSize: number, table = RE
       // A DELETE that waited on a row another transaction holds (a takeover whose resolver runs)
       // kept the batch's other rows locked, and their claims waited for an unrelated resolver.
       // With no lock wait it fails at once instead (1205, `isTimeout`), rolled back, and
-      // the sweep picks that batch around the held rows (`sweepPick`). SET STATEMENT is MariaDB's.
-      return `SET STATEMENT innodb_lock_wait_timeout = 0 FOR DELETE FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`;
+      // the sweep picks that batch around the held rows (`sweepPick`).
+      return noLockWait(`DELETE FROM ${table} WHERE ${condition} ORDER BY expires_at LIMIT ${batchSize}`);
     case 'sqlite':
-      return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${SQLITE_EXPIRED_RANGES} AND ${condition} LIMIT ${batchSize})`;
+      return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${sqliteExpiredRanges('expires_at')} AND ${condition} LIMIT ${batchSize})`;
     default: {
       // The condition is checked again on the row as it is when locked, so a record taken over
       // between the two (now live again) is not deleted; SKIP LOCKED lets sweepers on several
@@ -81,6 +84,14 @@ export function sweepPick(batchSize: number, table = RECORDS_TABLE): string {
   return `SELECT scope, idempotency_key FROM ${table} WHERE ${sweepable('mysql')} ORDER BY expires_at LIMIT ${batchLimit(batchSize)} FOR UPDATE SKIP LOCKED`;
 }
 
+/**
+ * MySQL/MariaDB (`SET STATEMENT` is MariaDB's): `statement`, failing at once (1205, `isTimeout`)
+ * instead of waiting when it meets a row another transaction holds.
+ */
+export function noLockWait(statement: string): string {
+  return `SET STATEMENT innodb_lock_wait_timeout = 0 FOR ${statement}`;
+}
+
 /** `batchSize`, checked before it is written into SQL. */
 function batchLimit(batchSize: number): number {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
@@ -90,8 +101,9 @@ function batchLimit(batchSize: number): number {
 }
 
 /**
- * MySQL/MariaDB: deletes the keys `sweepPick` picked, by primary key (so it locks those rows
- * only), each still sweepable: a record taken over since it was picked is live again and stays.
+ * MySQL/MariaDB: deletes the keys `sweepPick` picked, by primary key, each still sweepable (a
+ * record taken over since it was picked is live again and stays), with no lock wait: a row taken
+ * since the pick fails the statement at once, and the sweep deletes the keys one by one.
  */
 export function sweepBatchDelete(
   table: string,
@@ -101,7 +113,7 @@ export function sweepBatchDelete(
     'mysql',
     keys.map((row) => ({ scope: row.scope, key: row.idempotency_key })),
   );
-  return sql`DELETE FROM ${raw(table)} WHERE (${batch}) AND ${raw(sweepable('mysql'))}`;
+  return sql`${raw(noLockWait(`DELETE FROM ${table} WHERE`))} (${batch}) AND ${raw(sweepable('mysql'))}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { LeaseOwner, StepWrite } from '../core/store.js';
 import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
+import { noLockWait, sqliteExpiredRanges } from './maintenance-sql.js';
 import { oneOfKeys, raw, type Sql, sql } from './sql.js';
 
 /** The tables steps are kept in and fenced against. */
@@ -72,21 +73,68 @@ export function stepSweepStatement(provider: Provider, batchSize: number, tables
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
     throw new RangeError('batchSize must be a positive integer');
   }
-  const steps = tables.steps ?? 'idempotency_steps';
-  const records = tables.records ?? 'idempotency_records';
-  const { passed } = databaseClock(provider);
-  const sweepable = (alias: string) =>
-    `${passed(`${alias}.expires_at`)} AND NOT EXISTS (SELECT 1 FROM ${records} r WHERE r.scope = ${alias}.scope AND r.idempotency_key = ${alias}.idempotency_key)`;
+  const { steps, sweepable } = stepSweep(provider, tables);
   switch (provider) {
     case 'mysql':
-      return `DELETE FROM ${steps} WHERE ${sweepable(steps)} LIMIT ${batchSize}`;
+      // As the records' sweep: in expiry order (the index), failing at once on a row another
+      // transaction holds (a transactional step not committed yet) rather than waiting for it
+      // while holding what it read, and other calls' steps with it; the sweep then picks the batch
+      // around the held rows (`stepSweepPick`).
+      return noLockWait(
+        `DELETE FROM ${steps} WHERE ${sweepable(steps)} ORDER BY expires_at LIMIT ${batchSize}`,
+      );
     case 'sqlite':
-      return `DELETE FROM ${steps} WHERE rowid IN (SELECT rowid FROM ${steps} s WHERE ${sweepable('s')} LIMIT ${batchSize})`;
+      return `DELETE FROM ${steps} WHERE rowid IN (SELECT rowid FROM ${steps} s WHERE ${sqliteExpiredRanges('s.expires_at')} AND ${sweepable('s')} LIMIT ${batchSize})`;
     default: {
       const skipLocked = provider === 'postgresql' ? ' FOR UPDATE SKIP LOCKED' : '';
       return `DELETE FROM ${steps} WHERE (scope, idempotency_key, name) IN (SELECT s.scope, s.idempotency_key, s.name FROM ${steps} s WHERE ${sweepable('s')} LIMIT ${batchSize}${skipLocked})`;
     }
   }
+}
+
+/** A step `stepSweepPick` picked. */
+export interface PickedStep {
+  scope: string;
+  idempotency_key: string;
+  name: string;
+}
+
+/**
+ * MySQL/MariaDB, for a batch whose `DELETE` met a row another transaction holds: at most
+ * `batchSize` sweepable steps, skipping the rows others hold, for `stepSweepBatchDelete`.
+ */
+export function stepSweepPick(batchSize: number, tables: StepTables = {}): string {
+  const { steps, sweepable } = stepSweep('mysql', tables);
+  return `SELECT s.scope, s.idempotency_key, s.name FROM ${steps} s WHERE ${sweepable('s')} ORDER BY s.expires_at LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
+}
+
+/**
+ * MySQL/MariaDB: deletes the steps `stepSweepPick` picked, by primary key, each still sweepable,
+ * with no lock wait (a row taken since the pick fails it at once, and the sweep deletes them one
+ * by one).
+ */
+export function stepSweepBatchDelete(rows: readonly PickedStep[], tables: StepTables = {}): Sql {
+  const { steps, sweepable } = stepSweep('mysql', tables);
+  const exact = ' COLLATE utf8mb4_bin';
+  const picked =
+    rows.length === 1
+      ? // One row as equalities: a list of one gets no range of the primary key (see `oneOfKeys`).
+        `scope = ?${exact} AND idempotency_key = ?${exact} AND name = ?${exact}`
+      : `(scope, idempotency_key, name) IN (${rows.map(() => `(?${exact}, ?${exact}, ?${exact})`).join(', ')})`;
+  return raw(
+    noLockWait(`DELETE FROM ${steps} WHERE ${picked} AND ${sweepable(steps)}`),
+    rows.flatMap((row) => [row.scope, row.idempotency_key, row.name]),
+  );
+}
+
+/** The steps table, and what makes a step of it (under `alias`) sweepable. */
+function stepSweep(provider: Provider, tables: StepTables) {
+  const steps = tables.steps ?? 'idempotency_steps';
+  const records = tables.records ?? 'idempotency_records';
+  const { passed } = databaseClock(provider);
+  const sweepable = (alias: string) =>
+    `${passed(`${alias}.expires_at`)} AND NOT EXISTS (SELECT 1 FROM ${records} r WHERE r.scope = ${alias}.scope AND r.idempotency_key = ${alias}.idempotency_key)`;
+  return { steps, sweepable };
 }
 
 /**

@@ -2,7 +2,8 @@ import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { isTimeout, standalone } from './database-errors.js';
 import { sweepBatchDelete, sweepPick, sweepStatement, tablesExistQuery } from './maintenance-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
-import { stepSweepStatement } from './step-sql.js';
+import { raw, type Sql } from './sql.js';
+import { type PickedStep, stepSweepBatchDelete, stepSweepPick, stepSweepStatement } from './step-sql.js';
 
 /** Options of `sweepExpired`. */
 export interface SweepOptions {
@@ -49,26 +50,14 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
   const provider = options.provider ?? providerOf(prisma);
   const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
-  const statement = sweepStatement(provider, batchSize, tables.records);
-  /** MySQL/MariaDB: the keys of a batch whose DELETE met a held row, picked around it. */
-  const pick = provider === 'mysql' ? sweepPick(batchSize, tables.records) : '';
-  /** One batch: how many records it deleted, and how many it found to delete. */
-  const batch = async (): Promise<{ count: number; found: number }> => {
-    try {
-      const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
-      return { count, found: count };
-    } catch (error) {
-      // MySQL/MariaDB: the batch's DELETE met a row another transaction holds and did not wait.
-      if (provider !== 'mysql' || !isTimeout(error)) throw error;
-    }
-    const keys = await standalone(prisma, provider, (client) =>
-      client.$queryRawUnsafe<{ scope: string; idempotency_key: string }[]>(pick),
-    );
-    if (keys.length === 0) return { count: 0, found: 0 };
-    const { text, values } = sweepBatchDelete(tables.records, keys);
-    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(text, ...values));
-    return { count, found: keys.length };
-  };
+  const records = batches(prisma, provider, sweepStatement(provider, batchSize, tables.records), {
+    pick: sweepPick(batchSize, tables.records),
+    remove: (keys: { scope: string; idempotency_key: string }[]) => sweepBatchDelete(tables.records, keys),
+  });
+  const steps = batches(prisma, provider, stepSweepStatement(provider, batchSize, tables), {
+    pick: stepSweepPick(batchSize, tables),
+    remove: (rows: PickedStep[]) => stepSweepBatchDelete(rows, tables),
+  });
   // Both tables before the first DELETE: a sweep failing on a missing steps table after deleting
   // records would leave no word of what it deleted.
   await standalone(prisma, provider, (client) =>
@@ -76,40 +65,63 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   );
   let deleted = 0;
   for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
-    const { count, found } = await batch();
+    const { count, found } = await records();
     deleted += count;
     const more = found >= batchSize;
     onBatch?.({ batches, deleted, more });
     if (!more) break;
-    // Let the event loop breathe between batches: with SQLite every statement settles without
-    // any I/O wait, and an in-process sweep would otherwise hold up requests (and signals).
-    await new Promise((resolve) => setImmediate(resolve));
+    await breathe();
   }
-  await sweepSteps(
-    prisma,
-    provider,
-    stepSweepStatement(provider, batchSize, tables),
-    batchSize,
-    maxBatches,
-    signal,
-  );
+  // Then the expired steps whose record is gone, in the same bounded batches (not counted).
+  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
+    const { found } = await steps();
+    if (found < batchSize) break;
+    await breathe();
+  }
   return deleted;
 }
 
-/** Deletes the expired steps whose record is gone, in the same bounded batches (not counted). */
-async function sweepSteps(
+/**
+ * Let the event loop breathe between batches: with SQLite every statement settles without any I/O
+ * wait, and an in-process sweep would otherwise hold up requests (and signals).
+ */
+function breathe(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * One batch of `statement`: how many rows it deleted, and how many it found to delete. On
+ * MySQL/MariaDB the statement does not wait on a row another transaction holds: when it meets one,
+ * the batch is the rows `pick` finds around the held ones, deleted by key with no lock wait either,
+ * and one by one if one of them was taken since the pick (it then stays, for a later sweep).
+ */
+function batches<Row>(
   prisma: PrismaQueryable,
   provider: Provider,
   statement: string,
-  batchSize: number,
-  maxBatches: number,
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
-    const count = await standalone(prisma, provider, (client) => client.$executeRawUnsafe(statement));
-    if (count < batchSize) break;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
+  held: { pick: string; remove: (rows: Row[]) => Sql },
+): () => Promise<{ count: number; found: number }> {
+  const run = (query: Sql) =>
+    standalone(prisma, provider, (client) => client.$executeRawUnsafe(query.text, ...query.values));
+  /** How many of `rows` it deleted; null when one of them is held (it then deleted none). */
+  const removed = (rows: Row[]) =>
+    run(held.remove(rows)).catch((error: unknown) => (isTimeout(error) ? null : Promise.reject(error)));
+  return async () => {
+    try {
+      const count = await run(raw(statement));
+      return { count, found: count };
+    } catch (error) {
+      if (provider !== 'mysql' || !isTimeout(error)) throw error;
+    }
+    const rows = await standalone(prisma, provider, (client) => client.$queryRawUnsafe<Row[]>(held.pick));
+    if (rows.length === 0) return { count: 0, found: 0 };
+    let count = await removed(rows);
+    if (count === null) {
+      count = 0;
+      for (const row of rows) count += (await removed([row])) ?? 0;
+    }
+    return { count, found: rows.length };
+  };
 }
 
 /** Options of `startSweeper`. */

@@ -486,6 +486,7 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(readdirSync(folder!)).toEqual([
       '20261121000000_idempotency_records',
       '20261130000000_idempotency_steps',
+      '20261201000000_idempotency_steps_expiry',
       'migration_lock.toml',
     ]);
   });
@@ -539,7 +540,8 @@ describe('the idempotent-mutations CLI on bad input', () => {
     const outcome = await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/new.db']);
     expect(outcome).toEqual({
       code: 0,
-      stdout: 'Applied 20261121000000_idempotency_records, 20261130000000_idempotency_steps.\n',
+      stdout:
+        'Applied 20261121000000_idempotency_records, 20261130000000_idempotency_steps, 20261201000000_idempotency_steps_expiry.\n',
       stderr: '',
     });
     expect((await cli(['stats', '--json', '--database-url', 'file:.tmp/cli-migrate/new.db'])).code).toBe(0);
@@ -559,6 +561,7 @@ describe('the idempotent-mutations CLI on bad input', () => {
         '20261121000000_idempotency_records',
         '20261121000001_example_tables',
         '20261130000000_idempotency_steps',
+        '20261201000000_idempotency_steps_expiry',
       ],
     });
 
@@ -578,7 +581,8 @@ describe('the idempotent-mutations CLI on bad input', () => {
     const migrated = await cli(['migrate', '--database-url', 'sqlite://.tmp/cli-urls/app.db']);
     expect(migrated).toEqual({
       code: 0,
-      stdout: 'Applied 20261121000000_idempotency_records, 20261130000000_idempotency_steps.\n',
+      stdout:
+        'Applied 20261121000000_idempotency_records, 20261130000000_idempotency_steps, 20261201000000_idempotency_steps_expiry.\n',
       stderr: '',
     });
     const stats = await cli([

@@ -2,13 +2,15 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { prismaStore, sweepExpired } from '../../src/prisma/index.js';
 import { connect, describeEachServerDatabase, type TestDatabase, uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
+import { isolatedDatabase } from '../helpers/isolated-database.js';
+import { countRecords, insertRecords, insertSteps } from '../helpers/records.js';
 
 const FINGERPRINT = 'f'.repeat(64);
 
 // SQLite has one writer: a sweep and a running transaction never overlap there.
-describeEachServerDatabase('the sweeper next to a running takeover', sweepNextToTakeover);
+describeEachServerDatabase('the sweeper next to running calls', sweepNextToRunningCalls);
 
-function sweepNextToTakeover(db: TestDatabase) {
+function sweepNextToRunningCalls(db: TestDatabase) {
   let prisma: Awaited<ReturnType<typeof connect>>;
   let sweeper: Awaited<ReturnType<typeof connect>>;
   beforeAll(async () => {
@@ -68,4 +70,102 @@ function sweepNextToTakeover(db: TestDatabase) {
     expect(swept.beforeRelease).toBe(true);
     expect(reclaimed.claimed).toBe(true);
   });
+
+  const p = (n: number) => (db.provider === 'postgresql' ? `$${n}` : '?');
+  const insertStep = `INSERT INTO idempotency_steps (scope, idempotency_key, name, ordinal, fingerprint, result, expires_at) VALUES (${p(1)}, ${p(2)}, 'step', 0, '${FINGERPRINT}', '1', ${p(3)})`;
+  const EXPIRED = new Date('2000-01-01T00:00:00Z');
+  const LIVE = new Date('2999-01-01T00:00:00Z');
+
+  it('deletes the expired steps without waiting for a step another call has not committed, and that call saves its next step without waiting', async () => {
+    const scope = uniqueScope('sweep-step-locks');
+    // Expired steps whose record is gone, around (in key order) the step a running call has written.
+    for (const key of ['k1', 'k3', 'k5']) await prisma.$executeRawUnsafe(insertStep, scope, key, EXPIRED);
+    const wrote = gate();
+    const finish = gate();
+    const running = prisma.$transaction(
+      async (tx) => {
+        await tx.$executeRawUnsafe(insertStep, scope, 'k2', LIVE);
+        wrote.open();
+        await finish.opened;
+      },
+      { timeout: 60_000 },
+    );
+    await wrote.opened;
+    let released = false;
+    const unblock = setTimeout(() => {
+      released = true;
+      finish.open();
+    }, 3_000);
+    const sweeping = sweepExpired(sweeper).then(() => ({ beforeRelease: !released }));
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the sweep is under way
+    // Another call saves a step (a key between the expired ones): it must not queue behind the sweep.
+    const started = performance.now();
+    await sweeper.$executeRawUnsafe(insertStep, scope, 'k4', LIVE);
+    const waitedMs = performance.now() - started;
+    const swept = await sweeping;
+    clearTimeout(unblock);
+    finish.open();
+    await running;
+    expect(swept.beforeRelease).toBe(true);
+    expect(waitedMs).toBeLessThan(1_500);
+    const left = await prisma.$queryRawUnsafe<{ idempotency_key: string }[]>(
+      `SELECT idempotency_key FROM idempotency_steps WHERE scope = ${p(1)} ORDER BY idempotency_key`,
+      scope,
+    );
+    expect(left.map((row) => row.idempotency_key)).toEqual(['k2', 'k4']);
+  });
 }
+
+describeEachServerDatabase('a sweep of a table that is mostly expired, next to a held row', (shared) => {
+  it('deletes every other expired record and step while a takeover and a transactional step hold theirs', async () => {
+    // A database of its own: a batch is then most of the table, and MariaDB reads a batch's
+    // DELETE by its keys as a scan of the whole table, held rows included.
+    const isolated = await isolatedDatabase(shared);
+    const [prisma, sweeper] = await Promise.all([connect(isolated.db), connect(isolated.db)]);
+    try {
+      const scope = uniqueScope('sweep-held');
+      const expiresAt = new Date('2000-01-01T00:00:00Z');
+      const keys = Array.from({ length: 1_500 }, (_, i) => `k-${String(i).padStart(4, '0')}`);
+      await insertRecords(
+        prisma,
+        shared.provider,
+        keys.map((key) => ({ scope, key, expiresAt })),
+      );
+      for (const key of keys)
+        await insertSteps(prisma, shared.provider, `${scope}-steps`, key, ['a'], expiresAt);
+      const store = prismaStore(prisma);
+      const held = gate();
+      const finish = gate();
+      // A takeover of k-0700 (live again) and a transactional step of another call, uncommitted.
+      const running = store.transaction!(async (session) => {
+        const claim = { scope, key: 'k-0700', operation: 'op', fingerprint: FINGERPRINT, ttlMs: 3_600_000 };
+        await session.claim(claim);
+        await session.takeOver(claim);
+        await insertSteps(session.tx as never, shared.provider, `${scope}-steps`, 'k-0750-live', ['a']);
+        held.open();
+        await finish.opened;
+      });
+      await held.opened;
+      let released = false;
+      const unblock = setTimeout(() => {
+        released = true;
+        finish.open();
+      }, 10_000);
+      const deleted = await sweepExpired(sweeper, { batchSize: 1_000 });
+      const beforeRelease = !released;
+      clearTimeout(unblock);
+      finish.open();
+      await running;
+      expect(beforeRelease).toBe(true);
+      expect(deleted).toBe(1_499);
+      expect(await countRecords(prisma, shared.provider, scope)).toBe(1);
+      const steps = await prisma.$queryRawUnsafe<{ n: unknown }[]>(
+        'SELECT COUNT(*) AS n FROM idempotency_steps',
+      );
+      expect(Number(steps[0]!.n)).toBe(1);
+    } finally {
+      await Promise.all([prisma.$disconnect(), sweeper.$disconnect()]);
+      await isolated.drop();
+    }
+  });
+});

@@ -1,0 +1,3 @@
+-- The sweep reads expired steps by this index, not by scanning every step.
+-- CreateIndex
+CREATE INDEX "idempotency_steps_expires_at_idx" ON "idempotency_steps"("expires_at");
