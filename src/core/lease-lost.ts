@@ -5,9 +5,10 @@ import type { LeaseOwner } from './store.js';
 /**
  * What a call answers when a write under its lease (its completion, a step's record) was fenced:
  * the lease ran out and another request took the key over, after this call's effects may have
- * happened. A retry is safe only while the key's record answers for this call, completed or still
- * held by the new owner for the same operation and input: then `IdempotencyLeaseLostError` (409),
- * which clients retry. Once the key was freed (its record gone, or its lease ended), or when a call
+ * happened. A retry is safe only while the key's record answers for this call, completed (and not
+ * expired) or still held by the new owner for the same operation and input: then
+ * `IdempotencyLeaseLostError` (409), which clients retry. Once the key was freed (its record gone
+ * or expired, or its lease ended), or when a call
  * with another input took it over (whose record would answer the retry with a mismatch, never
  * saying that this call's effects happened), nobody answers for it: `IDEMPOTENCY_OUTCOME_UNKNOWN`.
  * `ran` names what ran: "The mutation", or the step.
@@ -23,7 +24,7 @@ export async function leaseLostAnswer<T, Tx>(
     current !== null &&
     current.operation === call.request.operation &&
     current.fingerprint === call.request.fingerprint &&
-    (current.status === 'COMPLETED' || current.liveForMs > 0);
+    current.liveForMs > 0;
   if (answers) return new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
   return outcomeUnknown(
     call,

@@ -64,11 +64,11 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     tracking?.start('resolver');
     try {
       value = await call.resolver(lease.client, { ...call.request, firstSeenAt, step: journal.step });
-      journal.finish();
+      await journal.finish();
       tracking?.finish('resolver');
     } catch (error) {
       tracking?.finish('resolver', error);
-      journal.finish();
+      await journal.finish();
       const replayable = call.replayErrors(error) && !journal.raised(error);
       const stored = replayable ? storedErrorText(call, error) : undefined;
       ended = true;
@@ -224,7 +224,7 @@ async function release<T, Tx>(
   }
 }
 
-/** How long the end of a lease waits for a renewal in flight: a hung one must not hold the answer. */
+/** How long the end of a lease waits for renewals in flight: a hung one must not hold the answer. */
 const SETTLE_MS = 1_000;
 
 /** A running heartbeat. */
@@ -233,7 +233,7 @@ interface Heartbeat {
   heldUntil(): number;
   /** Stops renewing at once: no beat is sent afterwards, and what a beat in flight answers is ignored. */
   stop(): void;
-  /** Resolves once the beat in flight (if any) has answered, or `SETTLE_MS` later if it hangs. */
+  /** Resolves once the beats in flight (if any) have answered, or `SETTLE_MS` later if one hangs. */
   settled(): Promise<void>;
 }
 
@@ -256,29 +256,31 @@ function startHeartbeat<T, Tx>(
   if (heartbeatMs === undefined) {
     return { heldUntil: () => heldUntil, stop: () => undefined, settled: async () => undefined };
   }
-  let beat: Promise<void> = Promise.resolve();
+  /** Renewals sent and not answered yet. */
+  const inFlight = new Set<Promise<void>>();
   let stopped = false;
   const timer = setInterval(() => {
     if (stopped || clock() + leaseMs > claimedAt + maxLeaseMs) {
       clearInterval(timer);
       return;
     }
-    beat = beat.then(async () => {
-      // Queued behind a slow beat while the call ended: the lease must not be renewed after that.
-      if (stopped) return;
-      const sentAt = clock();
-      try {
-        const extended = await lease.extend(owner, leaseMs);
+    // Each beat on its own, never queued behind the last: one that hangs (a statement on a dead
+    // connection) must not hold back the renewals after it while the lease runs out.
+    const sentAt = clock();
+    const beat = lease.extend(owner, leaseMs).then(
+      (extended) => {
         if (stopped) return;
-        if (extended) heldUntil = sentAt + leaseMs;
+        if (extended) heldUntil = Math.max(heldUntil, sentAt + leaseMs);
         else {
           clearInterval(timer);
           onLost();
         }
-      } catch {
-        // A missed beat: the next one tries again, and the completion is fenced in any case.
-      }
-    });
+      },
+      // A missed beat: the next one tries again, and the completion is fenced in any case.
+      () => undefined,
+    );
+    inFlight.add(beat);
+    void beat.finally(() => inFlight.delete(beat));
   }, heartbeatMs);
   timer.unref();
   return {
@@ -292,7 +294,7 @@ function startHeartbeat<T, Tx>(
       const hung = new Promise<void>((resolve) => {
         bound = setTimeout(resolve, SETTLE_MS);
       });
-      await Promise.race([beat, hung]).finally(() => clearTimeout(bound));
+      await Promise.race([Promise.all(inFlight), hung]).finally(() => clearTimeout(bound));
     },
   };
 }

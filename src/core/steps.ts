@@ -73,6 +73,8 @@ export class StepJournal<T, Tx> {
   private stored: StepRecord[] | undefined;
   private next = 0;
   private running = false;
+  /** Settles when the step running now (if any) has ended, whichever way. */
+  private current: Promise<void> = Promise.resolve();
   private finished = false;
   private saving = false;
   private readonly names = new Set<string>();
@@ -101,9 +103,15 @@ export class StepJournal<T, Tx> {
     return typeof error === 'object' && error !== null && this.ours.has(error);
   }
 
-  /** The resolver has returned: later steps are refused. */
-  finish(): void {
+  /**
+   * The resolver has settled: later steps are refused. Resolves once a step still running has
+   * ended (a resolver that failed beside a step, as in `Promise.all`, leaves it running): only then
+   * is it known whether the key holds steps, and a step's effect never lands after the call freed
+   * its key or stored its result.
+   */
+  finish(): Promise<void> {
     this.finished = true;
+    return this.current;
   }
 
   readonly step: Step<Tx> = async (name, fn, options = {}) => {
@@ -117,6 +125,8 @@ export class StepJournal<T, Tx> {
     const steps = this.call.store.steps;
     if (!steps) throw new TypeError('This store keeps no steps: step() needs a store with `steps`');
     this.running = true;
+    let ended!: () => void;
+    this.current = new Promise((resolve) => (ended = resolve));
     try {
       if (this.names.has(name)) {
         throw this.raise(
@@ -140,6 +150,7 @@ export class StepJournal<T, Tx> {
       return await tracking.step({ name, position, replayed: done !== undefined }, answer);
     } finally {
       this.running = false;
+      ended();
     }
   };
 

@@ -95,10 +95,10 @@ describe('lease mode: storing the result after the effects happened', () => {
 });
 
 /** Call A charges, then runs 8 s, past its 5 s lease: another request may take its key over meanwhile. */
-function chargeOutlivingItsLease() {
+function chargeOutlivingItsLease(overrides: Partial<RunIdempotentOptions<undefined>> = {}) {
   const { storeClock } = fakeTime();
   let charges = 0;
-  const { options: call } = options(memoryStore({ clock: storeClock }), { leaseMs: 5_000 });
+  const { options: call } = options(memoryStore({ clock: storeClock }), { leaseMs: 5_000, ...overrides });
   const slow = runIdempotent(call, async () => {
     charges++;
     await new Promise((resolve) => setTimeout(resolve, 8_000));
@@ -131,6 +131,17 @@ describe('lease mode: a completion that cannot say what happened', () => {
     const error = await slow;
     expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
     expect((error as Error).message).toContain('a call with another input took the key over');
+    expect(charges()).toBe(1);
+  });
+
+  it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, not a 409, when the completed record of the call that took over has expired', async () => {
+    const { call, slow, charges } = chargeOutlivingItsLease({ ttlMs: 1_000 });
+    await vi.advanceTimersByTimeAsync(6_000); // A's lease ran out
+    // B takes the key over and stores its result, which expires a second later.
+    await expect(runIdempotent(call, async () => 'B')).resolves.toMatchObject({ value: 'B' });
+    await vi.advanceTimersByTimeAsync(3_000);
+    // A 409 would be retried, and the retry, finding no live record, would run the charge again.
+    expect(await slow).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
     expect(charges()).toBe(1);
   });
 
@@ -259,10 +270,11 @@ describe('lease mode: the heartbeat', () => {
     expect((await store.find('user-1', 'charge-1'))?.liveForMs).toBeLessThanOrEqual(0);
   });
 
-  it('sends no renewal once the call has answered, not even one queued behind a slow renewal', async () => {
+  it('sends each renewal on time, not held back behind a slow one, and none once the call has answered', async () => {
     const { storeClock } = fakeTime();
     const { store, renewalsSent, answerRenewals } = storeWithSlowRenewals(storeClock);
     const { options: call } = options(store, { leaseMs: 5_000, heartbeatMs: 1_000 });
+    const started = performance.now();
     const running = runIdempotent(call, async () => {
       await new Promise((resolve) => setTimeout(resolve, 2_500)); // renewals due at 1 s and 2 s
       return 'charged';
@@ -271,7 +283,42 @@ describe('lease mode: the heartbeat', () => {
     await expect(running).resolves.toMatchObject({ value: 'charged' });
     answerRenewals();
     await vi.advanceTimersByTimeAsync(10_000);
-    expect(renewalsSent).toHaveLength(1);
+    expect(renewalsSent.map((at) => at - started)).toEqual([1_000, 2_000]);
+  });
+
+  it('keeps the lease while one renewal hangs: the renewals after it are sent and hold the key', async () => {
+    const { storeClock } = fakeTime();
+    const base = memoryStore({ clock: storeClock });
+    let renewals = 0;
+    const store: Store<undefined> = {
+      ...base,
+      lease: {
+        ...base.lease,
+        // The first renewal's connection died: it never answers. The ones after it work.
+        extend: (owner, leaseMs) =>
+          ++renewals === 1 ? new Promise<boolean>(() => {}) : base.lease.extend(owner, leaseMs),
+      },
+    };
+    const { options: call } = options(store, { leaseMs: 3_000, heartbeatMs: 1_000 });
+    let charges = 0;
+    const slow = gate();
+    const first = runIdempotent(call, async () => {
+      charges++;
+      await slow.opened; // a 10 s gateway call
+      return 'first';
+    });
+    await vi.advanceTimersByTimeAsync(10_000);
+    // A retry while the first call still runs: the key is still held.
+    const retry = async () => {
+      charges++;
+      return 'second';
+    };
+    await expect(runIdempotent({ ...call, waitTimeoutMs: 0 }, retry)).rejects.toBeInstanceOf(
+      IdempotencyKeyInProgressError,
+    );
+    slow.open();
+    await expect(first).resolves.toMatchObject({ value: 'first', replayed: false });
+    expect(charges).toBe(1);
   });
 
   it('stops renewing at maxLeaseMs, so a hung resolver’s key is freed', async () => {

@@ -7,6 +7,7 @@ import {
   IdempotencyResultTooLargeError,
   IdempotencyStoreUnavailableError,
   memoryStore,
+  type ResolverClaim,
   runIdempotent,
   type Store,
 } from '../../src/index.js';
@@ -259,6 +260,31 @@ describe('runIdempotent in lease mode (memory store)', () => {
     // Its lease ends ('released'), but the claim stays, so a retry resumes rather than starting afresh.
     expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
     expect(await base.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+  });
+
+  it('waits for a step still running when the resolver fails beside it, and keeps the claim once it stored', async () => {
+    const { options, types } = leased();
+    let charges = 0;
+    let attempts = 0;
+    const resolver = async (_tx: unknown, { step }: ResolverClaim<undefined>) => {
+      attempts++;
+      // One step at a time, beside other work that fails on the first attempt (a stock service's 503).
+      const [charge] = await Promise.all([
+        step!('charge', async () => {
+          await sleep(20); // the gateway call
+          return ++charges;
+        }),
+        attempts === 1 ? Promise.reject(new Error('stock service unavailable')) : Promise.resolve(),
+      ]);
+      return charge;
+    };
+    await expect(runIdempotent(options, resolver)).rejects.toThrow('stock service unavailable');
+    // Answered only once the charge had ended and been stored: the claim stays, so the retry resumes.
+    expect(charges).toBe(1);
+    expect(await options.store.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+    await expect(runIdempotent(options, resolver)).resolves.toMatchObject({ value: 1, replayed: false });
+    expect(charges).toBe(1);
+    expect(types()).toEqual(['claimed', 'released', 'expired_takeover', 'completed']);
   });
 
   it('keeps a long resolver’s lease alive with a heartbeat', async () => {
