@@ -5,14 +5,19 @@ import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
 
 /**
  * One of our errors as a `GraphQLError` with `extensions.code` and `extensions.http` (the status,
- * and `Retry-After` for `IDEMPOTENCY_KEY_IN_PROGRESS`); any other error comes back unchanged.
+ * and `Retry-After` for `IDEMPOTENCY_KEY_IN_PROGRESS`), which Yoga makes the response's; any other
+ * error comes back unchanged. A status that asks for a retry (409, 503) is left out unless
+ * `retrySafe`: a retry of the whole request must then run nothing again.
  */
-export function toGraphQLError(error: unknown): unknown {
+export function toGraphQLError(error: unknown, retrySafe = true): unknown {
   if (!isIdempotencyError(error)) return error;
   const http = httpAnswerOf(error);
+  const asksForRetry = http.status === 409 || http.status === 503;
   // Deliberately without `originalError`: servers that mask unexpected errors (Yoga does) pass a
   // GraphQLError through only when it does not wrap another error.
-  return new GraphQLError(error.message, { extensions: { code: error.code, http } });
+  return new GraphQLError(error.message, {
+    extensions: retrySafe || !asksForRetry ? { code: error.code, http } : { code: error.code },
+  });
 }
 
 /**

@@ -120,6 +120,11 @@ interface Execution {
   operationKey?: string;
   /** The request's `Idempotency-Attempt: 1`: the client has not sent its keys before. */
   firstAttempt: boolean;
+  /**
+   * Whether a field's error may set the whole response's status (a 409 with `Retry-After`, a
+   * 503): only when a retry of the operation runs nothing again.
+   */
+  retrySafe: boolean;
   fields: Map<string | number, IdempotencyExtension>;
 }
 
@@ -289,8 +294,9 @@ export function useIdempotency<Context = any, Tx = unknown>({
                 (header ? ` or the ${header} header` : ''),
             );
           }
+          // An `Error` it returns is its error, as with a key: its writes roll back.
           return await runUnrecorded(core.store, mode, async (tx) =>
-            resolve(source, args, withTransaction(context, txName, tx), info),
+            settled(await resolve(source, args, withTransaction(context, txName, tx), info)),
           );
         }
         const { [argumentName]: _key, ...input } = args;
@@ -314,7 +320,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         state?.fields.set(info.path.key, extensionOf(outcome));
         return outcome.value;
       } catch (error) {
-        throw toGraphQLError(error);
+        throw toGraphQLError(error, state?.retrySafe ?? false);
       }
     };
   }
@@ -463,7 +469,12 @@ export function useIdempotency<Context = any, Tx = unknown>({
         return;
       }
       const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
-      const state: Execution = { operationKey: key, firstAttempt, fields: new Map() };
+      const state: Execution = {
+        operationKey: key,
+        firstAttempt,
+        fields: new Map(),
+        retrySafe: key !== undefined || (selected > 0 && everyRootFieldKeyed(args, operation)),
+      };
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with
       // a root value of their own through which those fields find this execution's state.
       const execute = (executeArgs: ExecutionArgs) => {
@@ -521,6 +532,31 @@ export function useIdempotency<Context = any, Tx = unknown>({
     } catch (error) {
       setResultAndStopExecution({ errors: [toGraphQLError(error) as GraphQLError] });
     }
+  }
+
+  /**
+   * Whether each root field of `operation` is an idempotent field given its key (`@skip` and
+   * `@include` not evaluated), in a request that holds no other operation: then a retry of the
+   * whole request replays what ran, and a field's 409 or 503 may speak for the response.
+   */
+  function everyRootFieldKeyed(args: ExecutionArgs, operation: OperationDefinitionNode): boolean {
+    if (isBatched(args.contextValue)) return false;
+    const variables = getVariableValues(args.schema, operation.variableDefinitions ?? [], {
+      ...args.variableValues,
+    });
+    if (variables.errors) return false;
+    const { fields } = prepare(args.schema);
+    const mutationFields = args.schema.getMutationType()?.getFields() ?? {};
+    return idempotentSelections(args.schema, args.document, operation, anyField)
+      .filter((selection) => selection.atRoot)
+      .every(({ fieldName, node }) => {
+        if (!fields.has(fieldName)) return false;
+        try {
+          return getArgumentValues(mutationFields[fieldName]!, node, variables.coerced)[argumentName] != null;
+        } catch {
+          return false;
+        }
+      });
   }
 
   /** Whether the context's request carried a batch of several operations. */

@@ -293,8 +293,9 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       return { ok: true, data: outcome.value } as Result;
     } catch (error) {
       signalReplay();
-      // The client gets the resolver's failure as tRPC answered it.
-      if (failed && error === failed.error) throw failed.wrapper;
+      // The client gets the resolver's failure as tRPC answered it, unless it is one of ours that
+      // the resolver let through (a step's: its lease lost, the store down), answered as ours.
+      if (failed && error === failed.error && !isIdempotencyError(error)) throw failed.wrapper;
       if (!isIdempotencyError(error)) throw error;
       // Like `Idempotent-Replayed`: in a batch, a header would speak for every call in it.
       if (callsInRequest(ctx, opts.batchIndex) === 1) {

@@ -148,6 +148,33 @@ describe('useIdempotency errors', () => {
     expect(calls.pay).toBe(1);
   });
 
+  it.each([
+    ['an unkeyed field', 'note(text: "hi")', 200, null],
+    ['another keyed field', 'tip(amount: 2, idempotencyKey: "k-2")', 409, '1'],
+  ])(
+    'answers 409 and Retry-After for an operation beside %s only if a retry runs nothing again',
+    async (_name, beside, status, retryAfter) => {
+      const { schema, calls, hold } = paymentsSchema(
+        'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! tip(amount: Int!, idempotencyKey: String): Int! note(text: String!): String! }',
+        { Mutation: { tip: (_: unknown, { amount }: { amount: number }) => amount, note: () => 'noted' } },
+      );
+      const { send } = yogaFor(schema, { waitTimeoutMs: 50 });
+      const release = hold();
+      const first = send('mutation { pay(amount: 5, idempotencyKey: "k-1") }');
+      await expect.poll(() => calls.pay).toBe(1);
+      // The other field runs first; then pay's key is still in progress.
+      const duplicate = await send(`mutation { ${beside} pay(amount: 5, idempotencyKey: "k-1") }`);
+      release();
+      await first;
+      expect(duplicate.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_IN_PROGRESS' } }]);
+      // A 409 is retried by clients: after an unkeyed field ran, the retry would run it again.
+      expect({ status: duplicate.status, retryAfter: duplicate.headers.get('retry-after') }).toEqual({
+        status,
+        retryAfter,
+      });
+    },
+  );
+
   it('answers 503 and IDEMPOTENCY_STORE_UNAVAILABLE when the store is down, running nothing', async () => {
     const down = async (): Promise<never> => {
       throw new IdempotencyStoreUnavailableError();

@@ -1,6 +1,6 @@
 import { GraphQLError, GraphQLScalarType } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { memoryStore } from '../../src/index.js';
+import { memoryStore, type Store } from '../../src/index.js';
 import { paymentsSchema, yogaFor } from './payments-yoga.js';
 
 /** An error of the application's own, as the README's `replayErrors` example expects. */
@@ -97,6 +97,32 @@ describe('useIdempotency and the errors of the resolver', () => {
       { message: 'Unexpected error.', path: ['wrapped'], extensions: { code: 'INTERNAL_SERVER_ERROR' } },
     ]);
     expect(JSON.stringify(retry.body)).not.toContain('sk_live_123');
+  });
+
+  it('rolls back the writes of a keyless call (an optional key) whose resolver returns an Error, as with a key', async () => {
+    const outcomes: string[] = [];
+    const base = memoryStore();
+    const store: Store<undefined> = {
+      ...base,
+      transaction: (work) =>
+        base.transaction!(async (session) => {
+          const result = await work(session).catch((error: unknown) => {
+            outcomes.push('rolled back');
+            throw error;
+          });
+          outcomes.push('committed');
+          return result;
+        }),
+    };
+    const { schema } = paymentsSchema(undefined, { Mutation: { pay: () => new Error('card declined') } });
+    const { send } = yogaFor(schema, { store, required: false });
+    for (const query of [
+      'mutation { pay(amount: 5, idempotencyKey: "k-1") }',
+      'mutation { pay(amount: 5) }',
+    ]) {
+      expect((await send(query)).body.errors).toHaveLength(1);
+    }
+    expect(outcomes).toEqual(['rolled back', 'rolled back']);
   });
 
   it('takes an Error the resolver returns for its error: judged by replayErrors, stored only as one', async () => {

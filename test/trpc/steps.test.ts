@@ -1,7 +1,8 @@
 import { initTRPC, TRPCError } from '@trpc/server';
+import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { memoryStore, stepKey } from '../../src/index.js';
+import { IdempotencyStoreUnavailableError, memoryStore, type Store, stepKey } from '../../src/index.js';
 import { type IdempotencyMeta, idempotency } from '../../src/trpc/index.js';
 
 interface Context {
@@ -46,6 +47,46 @@ function setup() {
 }
 
 describe('ctx.idempotency.step in a tRPC procedure', () => {
+  it('answers what a step raises as the library answers it: a lost lease 409, the store down 503', async () => {
+    let now = 1_000_000;
+    const base = memoryStore({ clock: () => now });
+    let calls = 0;
+    const unreachable = {
+      ...base,
+      steps: { ...base.steps!, list: () => Promise.reject(new IdempotencyStoreUnavailableError('down')) },
+    };
+    const procedure = (store: Store<undefined>) =>
+      t.procedure
+        .meta({ idempotency: { mode: 'lease', leaseMs: 1_000 } })
+        .input(z.object({ idempotencyKey: z.string() }))
+        .use(idempotency({ store, scope: ({ ctx }: { ctx: Context }) => ctx.user.id }));
+    const router = t.router({
+      checkout: procedure(base).mutation(async ({ ctx }) => {
+        if (++calls === 2) return 'the retry';
+        return ctx.idempotency!.step('charge', async () => {
+          // The charge outlives the lease, and a retry takes the key over and completes.
+          now += 5_000;
+          await caller.checkout({ idempotencyKey: 'k' });
+          return 'charged';
+        });
+      }),
+      unreachable: procedure(unreachable).mutation(({ ctx }) =>
+        ctx.idempotency!.step('charge', () => 'charged'),
+      ),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'alice' } });
+    const answer = (call: Promise<unknown>) =>
+      call.then(
+        () => undefined,
+        (error: TRPCError) => ({ code: error.code, status: getHTTPStatusCodeFromError(error) }),
+      );
+    expect(await answer(caller.checkout({ idempotencyKey: 'k' }))).toEqual({ code: 'CONFLICT', status: 409 });
+    expect(await answer(caller.unreachable({ idempotencyKey: 'k-2' }))).toEqual({
+      code: 'SERVICE_UNAVAILABLE',
+      status: 503,
+    });
+  });
+
   it('resumes a retry after the steps that completed, and replays the result after that', async () => {
     const { runs, keys, state, caller } = setup();
     state.crashAfter = 'charge';
