@@ -179,11 +179,16 @@ async function dispatch<T, Tx>(
   const id = `${request.scope}\u0000${request.key}`;
   const waitStarted = call.clock();
   let duplicate = false;
+  /** How long this call has waited for calls of this process holding its key. */
+  let waitedMs = 0;
   for (;;) {
     if (held.holders.has(id)) {
       duplicate = true;
+      const since = call.clock();
       const holders = waitForHolders(held, id, call.waitDeadline, call.clock);
-      if (!(await (tracking ? tracking.waitFor(holders) : holders))) {
+      const done = await (tracking ? tracking.waitFor(holders) : holders);
+      waitedMs += call.clock() - since;
+      if (!done) {
         call.emit('in_progress');
         throw stillRunning(call);
       }
@@ -200,14 +205,17 @@ async function dispatch<T, Tx>(
       released = looking.released;
       duplicate ||= released;
     }
+    // Another call of this process took the key while we read (it holds it, or let go of it after
+    // our read began): the record may predate its commit, or, through a single-connection adapter
+    // (Prisma's SQLite), be its uncommitted write, which a failed COMMIT undoes. Wait for it, then
+    // read again; answer only from a read no call of this process overlapped.
+    if (held.holders.has(id) || released) continue;
     const decision = decide(record, request);
     if (decision.kind === 'foreign') throw foreignRecordError(record!, request);
     if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, record!, decision);
-    // Another call of this process took the key while we read (it holds it, or committed after our
-    // read saw the store): wait for it, then read again.
-    if (!held.holders.has(id) && !released) break;
+    break;
   }
-  return mode === 'lease' ? runUnderLease(call) : runInTransaction(call, held, id);
+  return mode === 'lease' ? runUnderLease(call) : runInTransaction(call, held, id, waitedMs);
 }
 
 /**

@@ -27,6 +27,8 @@ export async function runInTransaction<T, Tx>(
   call: Call<T, Tx>,
   held: HeldKeys,
   id: string,
+  /** What the call has already waited for calls of this process holding its key. */
+  waitedMs = 0,
 ): Promise<IdempotentResult<T>> {
   const { store, request, waitTimeoutMs } = call;
   const transaction = store.transaction?.bind(store);
@@ -37,7 +39,8 @@ export async function runInTransaction<T, Tx>(
   // cannot roll back a transaction whose statement is still waiting for a lock, so an answer that
   // waited for the rollback would wait for the holder after all. It is counted from the
   // transaction's start, once it has its connection: a database slow to connect is the store's
-  // failure (unavailable), not a holder still running.
+  // failure (unavailable), not a holder still running. What the call waited in this process for
+  // another call of its key comes off it: `waitTimeoutMs` bounds both waits together.
   let abandoned = false;
   let waitTimer: NodeJS.Timeout | undefined;
   let giveUp: (error: Error) => void = () => undefined;
@@ -45,11 +48,14 @@ export async function runInTransaction<T, Tx>(
     giveUp = reject;
   });
   const startWaitTimer = () => {
-    waitTimer ??= setTimeout(() => {
-      abandoned = true;
-      call.emit('in_progress');
-      giveUp(stillRunning(call));
-    }, waitTimeoutMs);
+    waitTimer ??= setTimeout(
+      () => {
+        abandoned = true;
+        call.emit('in_progress');
+        giveUp(stillRunning(call));
+      },
+      Math.max(0, waitTimeoutMs - waitedMs),
+    );
   };
 
   const { tracking } = call;
@@ -112,7 +118,10 @@ export async function runInTransaction<T, Tx>(
     call.emit('completed');
     return { value: outcome.value, replayed: false, record: ranRecord(call, outcome.firstSeenAt, completed) };
   } catch (error) {
-    if (resolverError?.error === error && call.replayErrors(error)) await storeError(call, error);
+    // A replayable error that cannot be kept is still the answer (nothing committed; the key stays
+    // free), not the store's failure.
+    if (resolverError?.error === error && call.replayErrors(error))
+      await storeError(call, error).catch(() => undefined);
     // The store cannot tell what of the call committed (MariaDB: the database ended the transaction
     // and the session went on outside it).
     else if (isIdempotencyError(error) && error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN') {

@@ -398,6 +398,65 @@ describe('runIdempotent: the wait for a holder', () => {
   });
 });
 
+describe('runIdempotent: the wait and the error of a duplicate in one process', () => {
+  it('bounds a duplicate by one waitTimeoutMs in all, its wait for this process’s holder included', async () => {
+    vi.useFakeTimers();
+    try {
+      const store = memoryStore({ clock: () => performance.timeOrigin + performance.now() });
+      // Another server's call holds the key's row, uncommitted, for longer than anyone waits.
+      const other = gate();
+      const claimed = gate();
+      const holder = store.transaction!(async (session) => {
+        await session.claim({ ...base(), fingerprint: 'f'.repeat(64), ttlMs: 60_000 });
+        claimed.open();
+        await other.opened;
+      });
+      await claimed.opened;
+      const options = { ...base(), store, waitTimeoutMs: 300 };
+      // The first call of this process waits on that row; the second waits on the first, and
+      // claims once the first gives up: its own wait must not start again from there.
+      const first = runIdempotent(options, async () => 1).catch((error: unknown) => error);
+      await vi.advanceTimersByTimeAsync(20);
+      let answeredAfter = Number.NaN;
+      const second = runIdempotent(options, async () => 2).catch((error: unknown) => {
+        answeredAfter = performance.now() - started;
+        return error;
+      });
+      const started = performance.now();
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(await first).toBeInstanceOf(IdempotencyKeyInProgressError);
+      expect(await second).toBeInstanceOf(IdempotencyKeyInProgressError);
+      expect(answeredAfter).toBeLessThanOrEqual(300);
+      other.open();
+      await holder;
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('answers a replayable error itself when the transaction that would keep it fails', async () => {
+    const store = memoryStore();
+    let transactions = 0;
+    // The claim's transaction runs; the one keeping the error finds the database gone.
+    const failingSecond: Store = Object.assign(Object.create(store), {
+      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
+        ++transactions > 1
+          ? Promise.reject(new IdempotencyStoreUnavailableError('database down'))
+          : store.transaction!(work),
+    });
+    const declined = new Error('card declined');
+    const outcome = await runIdempotent(
+      { ...base(), store: failingSecond, replayErrors: () => true },
+      async () => {
+        throw declined;
+      },
+    ).catch((error: unknown) => error);
+    // Not the store's 503: nothing committed, and the caller's own error is the answer.
+    expect(outcome).toBe(declined);
+    expect(await store.find(base().scope, base().key)).toBeNull();
+  });
+});
+
 describe('runIdempotent: duplicates in one process', () => {
   it('opens no transaction for a duplicate whose read missed a call that committed while it read', async () => {
     const store = memoryStore();
