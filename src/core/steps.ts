@@ -63,6 +63,18 @@ export function stepKey(scope: string, key: string, name: string): string {
     .digest('hex');
 }
 
+/** Errors a journal raised rather than `fn`: never stored as a step's or the call's result. */
+const journalErrors = new WeakSet<object>();
+
+/**
+ * Whether a step journal raised `error` itself (a lost lease, steps that diverged, a step's record
+ * that could not be stored), rather than a step's `fn` or the resolver: what it says about the
+ * call was checked against the key's record, so an integration answers it as the library's own.
+ */
+export function raisedBySteps(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && journalErrors.has(error);
+}
+
 /**
  * The steps of one lease-mode call. The key's stored steps are read at the first step: a call
  * that took over a lease that ran out resumes from them (when they are its own: same input, still
@@ -78,8 +90,6 @@ export class StepJournal<T, Tx> {
   private finished = false;
   private saving = false;
   private readonly names = new Set<string>();
-  /** Errors raised here rather than by `fn`: never stored as a step's or the call's result. */
-  private readonly ours = new WeakSet<object>();
 
   constructor(
     private readonly call: Call<T, Tx>,
@@ -100,7 +110,7 @@ export class StepJournal<T, Tx> {
 
   /** Whether the journal itself raised `error` (a divergence, a lease lost): not the resolver's outcome. */
   raised(error: unknown): boolean {
-    return typeof error === 'object' && error !== null && this.ours.has(error);
+    return raisedBySteps(error);
   }
 
   /**
@@ -284,7 +294,7 @@ export class StepJournal<T, Tx> {
   }
 
   private raise<E extends Error>(error: E): E {
-    this.ours.add(error);
+    journalErrors.add(error);
     return error;
   }
 }

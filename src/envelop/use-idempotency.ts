@@ -473,7 +473,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         operationKey: key,
         firstAttempt,
         fields: new Map(),
-        retrySafe: key !== undefined || (selected > 0 && everyRootFieldKeyed(args, operation)),
+        retrySafe: key !== undefined || (selected > 0 && onlyKeyedField(args, operation)),
       };
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with
       // a root value of their own through which those fields find this execution's state.
@@ -535,11 +535,13 @@ export function useIdempotency<Context = any, Tx = unknown>({
   }
 
   /**
-   * Whether each root field of `operation` is an idempotent field given its key (`@skip` and
-   * `@include` not evaluated), in a request that holds no other operation: then a retry of the
-   * whole request replays what ran, and a field's 409 or 503 may speak for the response.
+   * Whether `operation` selects one root field, an idempotent field given its key, in a request
+   * that holds no other operation: only then does a field's 409 or 503 speak for the whole response
+   * (Yoga answers with the highest status of its errors). Beside another field, even a keyed one,
+   * a retry could run something again: an unkeyed field, or a keyed field in lease mode whose
+   * resolver failed (its key freed) or whose outcome is unknown.
    */
-  function everyRootFieldKeyed(args: ExecutionArgs, operation: OperationDefinitionNode): boolean {
+  function onlyKeyedField(args: ExecutionArgs, operation: OperationDefinitionNode): boolean {
     if (isBatched(args.contextValue)) return false;
     const variables = getVariableValues(args.schema, operation.variableDefinitions ?? [], {
       ...args.variableValues,
@@ -547,16 +549,17 @@ export function useIdempotency<Context = any, Tx = unknown>({
     if (variables.errors) return false;
     const { fields } = prepare(args.schema);
     const mutationFields = args.schema.getMutationType()?.getFields() ?? {};
-    return idempotentSelections(args.schema, args.document, operation, anyField)
-      .filter((selection) => selection.atRoot)
-      .every(({ fieldName, node }) => {
-        if (!fields.has(fieldName)) return false;
-        try {
-          return getArgumentValues(mutationFields[fieldName]!, node, variables.coerced)[argumentName] != null;
-        } catch {
-          return false;
-        }
-      });
+    const root = idempotentSelections(args.schema, args.document, operation, anyField).filter(
+      (selection) => selection.atRoot,
+    );
+    if (root.length !== 1) return false;
+    const { fieldName, node } = root[0]!;
+    if (!fields.has(fieldName)) return false;
+    try {
+      return getArgumentValues(mutationFields[fieldName]!, node, variables.coerced)[argumentName] != null;
+    } catch {
+      return false;
+    }
   }
 
   /** Whether the context's request carried a batch of several operations. */

@@ -120,7 +120,9 @@ function batches<Row>(
       count = 0;
       for (const row of rows) count += (await removed([row])) ?? 0;
     }
-    return { count, found: rows.length };
+    // A pick whose rows all stayed (held, or live again by the time they were deleted) ends the
+    // sweep: picked again at once, they would be found again, and again.
+    return { count, found: count === 0 ? 0 : rows.length };
   };
 }
 

@@ -5,7 +5,7 @@ import { type HeadersLike, headerOf } from '../core/headers.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
-import { type Step, stepsNeedLeaseMode } from '../core/steps.js';
+import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
 import { callsInRequest, requestHeadersOf, setResponseHeader } from './http-context.js';
@@ -293,9 +293,10 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       return { ok: true, data: outcome.value } as Result;
     } catch (error) {
       signalReplay();
-      // The client gets the resolver's failure as tRPC answered it, unless it is one of ours that
-      // the resolver let through (a step's: its lease lost, the store down), answered as ours.
-      if (failed && error === failed.error && !isIdempotencyError(error)) throw failed.wrapper;
+      // The client gets the resolver's failure as tRPC answered it, unless a step raised it (its
+      // lease lost: a 409 only while the key's record answers), answered as ours. Any other error
+      // of ours the resolver threw (a nested call's 409) is its own: its effects may have happened.
+      if (failed && error === failed.error && !raisedBySteps(error)) throw failed.wrapper;
       if (!isIdempotencyError(error)) throw error;
       // Like `Idempotent-Replayed`: in a batch, a header would speak for every call in it.
       if (callsInRequest(ctx, opts.batchIndex) === 1) {

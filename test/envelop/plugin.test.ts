@@ -150,9 +150,10 @@ describe('useIdempotency errors', () => {
 
   it.each([
     ['an unkeyed field', 'note(text: "hi")', 200, null],
-    ['another keyed field', 'tip(amount: 2, idempotencyKey: "k-2")', 409, '1'],
+    ['another keyed field', 'tip(amount: 2, idempotencyKey: "k-2")', 200, null],
+    ['no other field', '', 409, '1'],
   ])(
-    'answers 409 and Retry-After for an operation beside %s only if a retry runs nothing again',
+    'answers 409 and Retry-After for a keyed field beside %s only when it is the operation’s only field',
     async (_name, beside, status, retryAfter) => {
       const { schema, calls, hold } = paymentsSchema(
         'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! tip(amount: Int!, idempotencyKey: String): Int! note(text: String!): String! }',

@@ -169,3 +169,49 @@ describeEachServerDatabase('a sweep of a table that is mostly expired, next to a
     }
   });
 });
+
+describeEachServerDatabase('a sweep next to a claim not committed yet', (shared) => {
+  it('ends at once when the steps it picks belong to a record a running call is writing', async () => {
+    const isolated = await isolatedDatabase(shared);
+    const [prisma, sweeper] = await Promise.all([connect(isolated.db), connect(isolated.db)]);
+    try {
+      // An expired step of an earlier call of k (its record swept); a new call of k claims it: its
+      // record is written, not committed, while its resolver runs.
+      const scope = uniqueScope('sweep-claiming');
+      await insertSteps(prisma, shared.provider, scope, 'k', ['a'], new Date('2000-01-01T00:00:00Z'));
+      const claimed = gate();
+      const finish = gate();
+      const running = prismaStore(prisma).transaction!(async (session) => {
+        await session.claim({ scope, key: 'k', operation: 'op', fingerprint: FINGERPRINT, ttlMs: 3_600_000 });
+        claimed.open();
+        await finish.opened;
+      });
+      await claimed.opened;
+      let statements = 0;
+      const counted = new Proxy(sweeper, {
+        get(target, name) {
+          const value = Reflect.get(target, name);
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) => {
+            if (name === '$executeRawUnsafe' || name === '$queryRawUnsafe') statements++;
+            return value.apply(target, args);
+          };
+        },
+      });
+      const unblock = setTimeout(finish.open, 5_000);
+      const started = performance.now();
+      await sweepExpired(counted, { batchSize: 1 });
+      const tookMs = performance.now() - started;
+      clearTimeout(unblock);
+      finish.open();
+      await running;
+      // It skipped that step (whether it is the new call's to clear is for the call to say), and
+      // did not pick it again and again until the call ended.
+      expect(tookMs).toBeLessThan(2_500);
+      expect(statements).toBeLessThan(20);
+    } finally {
+      await Promise.all([prisma.$disconnect(), sweeper.$disconnect()]);
+      await isolated.drop();
+    }
+  });
+});

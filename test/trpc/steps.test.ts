@@ -2,7 +2,13 @@ import { initTRPC, TRPCError } from '@trpc/server';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { IdempotencyStoreUnavailableError, memoryStore, type Store, stepKey } from '../../src/index.js';
+import {
+  IdempotencyKeyInProgressError,
+  IdempotencyStoreUnavailableError,
+  memoryStore,
+  type Store,
+  stepKey,
+} from '../../src/index.js';
 import { type IdempotencyMeta, idempotency } from '../../src/trpc/index.js';
 
 interface Context {
@@ -47,10 +53,11 @@ function setup() {
 }
 
 describe('ctx.idempotency.step in a tRPC procedure', () => {
-  it('answers what a step raises as the library answers it: a lost lease 409, the store down 503', async () => {
+  it('answers a step’s lost lease with its 409, and any other error of ours the resolver throws as the resolver’s', async () => {
     let now = 1_000_000;
     const base = memoryStore({ clock: () => now });
     let calls = 0;
+    // The store down at the first step: the resolver may have acted before it, so not a 503.
     const unreachable = {
       ...base,
       steps: { ...base.steps!, list: () => Promise.reject(new IdempotencyStoreUnavailableError('down')) },
@@ -73,6 +80,10 @@ describe('ctx.idempotency.step in a tRPC procedure', () => {
       unreachable: procedure(unreachable).mutation(({ ctx }) =>
         ctx.idempotency!.step('charge', () => 'charged'),
       ),
+      // A nested call's 409 after this resolver's own effect: retrying would repeat that effect.
+      nested: procedure(base).mutation(() => {
+        throw new IdempotencyKeyInProgressError(1_000);
+      }),
     });
     const caller = t.createCallerFactory(router)({ user: { id: 'alice' } });
     const answer = (call: Promise<unknown>) =>
@@ -81,10 +92,12 @@ describe('ctx.idempotency.step in a tRPC procedure', () => {
         (error: TRPCError) => ({ code: error.code, status: getHTTPStatusCodeFromError(error) }),
       );
     expect(await answer(caller.checkout({ idempotencyKey: 'k' }))).toEqual({ code: 'CONFLICT', status: 409 });
-    expect(await answer(caller.unreachable({ idempotencyKey: 'k-2' }))).toEqual({
-      code: 'SERVICE_UNAVAILABLE',
-      status: 503,
-    });
+    for (const call of [
+      caller.unreachable({ idempotencyKey: 'k-2' }),
+      caller.nested({ idempotencyKey: 'k-3' }),
+    ]) {
+      expect(await answer(call)).toEqual({ code: 'INTERNAL_SERVER_ERROR', status: 500 });
+    }
   });
 
   it('resumes a retry after the steps that completed, and replays the result after that', async () => {
