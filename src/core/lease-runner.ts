@@ -64,11 +64,19 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     tracking?.start('resolver');
     try {
       value = await call.resolver(lease.client, { ...call.request, firstSeenAt, step: journal.step });
-      await journal.finish();
+      journal.finish();
       tracking?.finish('resolver');
     } catch (error) {
       tracking?.finish('resolver', error);
-      await journal.finish();
+      journal.finish();
+      if (journal.stepRunning) {
+        // A step still runs beside the failed resolver: its effect may land after this answer.
+        // The claim stays and its lease runs out by itself (the heartbeat stops), so the step can
+        // still store its result, and a retry after the lease resumes from it rather than
+        // running it again on a freed key. Waiting for it could hang the answer for good.
+        ended = true;
+        throw error;
+      }
       const replayable = call.replayErrors(error) && !journal.raised(error);
       const stored = replayable ? storedErrorText(call, error) : undefined;
       ended = true;
@@ -266,6 +274,8 @@ function startHeartbeat<T, Tx>(
     }
     // Each beat on its own, never queued behind the last: one that hangs (a statement on a dead
     // connection) must not hold back the renewals after it while the lease runs out.
+    // Two at most: renewals hung on dead connections must not take the whole pool.
+    if (inFlight.size >= 2) return;
     const sentAt = clock();
     const beat = lease.extend(owner, leaseMs).then(
       (extended) => {

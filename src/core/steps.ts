@@ -85,8 +85,6 @@ export class StepJournal<T, Tx> {
   private stored: StepRecord[] | undefined;
   private next = 0;
   private running = false;
-  /** Settles when the step running now (if any) has ended, whichever way. */
-  private current: Promise<void> = Promise.resolve();
   private finished = false;
   private saving = false;
   private readonly names = new Set<string>();
@@ -113,15 +111,17 @@ export class StepJournal<T, Tx> {
     return raisedBySteps(error);
   }
 
-  /**
-   * The resolver has settled: later steps are refused. Resolves once a step still running has
-   * ended (a resolver that failed beside a step, as in `Promise.all`, leaves it running): only then
-   * is it known whether the key holds steps, and a step's effect never lands after the call freed
-   * its key or stored its result.
-   */
-  finish(): Promise<void> {
+  /** The resolver has returned: later steps are refused. */
+  finish(): void {
     this.finished = true;
-    return this.current;
+  }
+
+  /**
+   * Whether a step is still running: a resolver that failed beside one (as in `Promise.all`) left
+   * it running, and its effect may land after the call answers.
+   */
+  get stepRunning(): boolean {
+    return this.running;
   }
 
   readonly step: Step<Tx> = async (name, fn, options = {}) => {
@@ -135,8 +135,6 @@ export class StepJournal<T, Tx> {
     const steps = this.call.store.steps;
     if (!steps) throw new TypeError('This store keeps no steps: step() needs a store with `steps`');
     this.running = true;
-    let ended!: () => void;
-    this.current = new Promise((resolve) => (ended = resolve));
     try {
       if (this.names.has(name)) {
         throw this.raise(
@@ -160,7 +158,6 @@ export class StepJournal<T, Tx> {
       return await tracking.step({ name, position, replayed: done !== undefined }, answer);
     } finally {
       this.running = false;
-      ended();
     }
   };
 

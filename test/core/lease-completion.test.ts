@@ -286,6 +286,19 @@ describe('lease mode: the heartbeat', () => {
     expect(renewalsSent.map((at) => at - started)).toEqual([1_000, 2_000]);
   });
 
+  it('keeps two renewals in flight at most, so hung ones do not take the whole pool', async () => {
+    const { storeClock } = fakeTime();
+    const { store, renewalsSent } = storeWithSlowRenewals(storeClock); // renewals never answer
+    const { options: call } = options(store, { leaseMs: 5_000, heartbeatMs: 1_000 });
+    const running = runIdempotent(call, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 5_500)); // five beats due
+      return 'charged';
+    });
+    await vi.advanceTimersByTimeAsync(5_500);
+    await expect(running).resolves.toMatchObject({ value: 'charged' });
+    expect(renewalsSent).toHaveLength(2);
+  });
+
   it('keeps the lease while one renewal hangs: the renewals after it are sent and hold the key', async () => {
     const { storeClock } = fakeTime();
     const base = memoryStore({ clock: storeClock });

@@ -262,8 +262,8 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(await base.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
   });
 
-  it('waits for a step still running when the resolver fails beside it, and keeps the claim once it stored', async () => {
-    const { options, types } = leased();
+  it('keeps the claim of a resolver that fails while a step still runs beside it, so the retry resumes', async () => {
+    const { options, types, clock } = leased();
     let charges = 0;
     let attempts = 0;
     const resolver = async (_tx: unknown, { step }: ResolverClaim<undefined>) => {
@@ -279,12 +279,26 @@ describe('runIdempotent in lease mode (memory store)', () => {
       return charge;
     };
     await expect(runIdempotent(options, resolver)).rejects.toThrow('stock service unavailable');
-    // Answered only once the charge had ended and been stored: the claim stays, so the retry resumes.
-    expect(charges).toBe(1);
+    // Answered at once; the claim stays (not released: a retry would charge on a freed key) and the
+    // charge, still running, stores its result under it.
     expect(await options.store.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+    await sleep(50);
+    clock.advance(6_000); // the lease ran out by itself
     await expect(runIdempotent(options, resolver)).resolves.toMatchObject({ value: 1, replayed: false });
     expect(charges).toBe(1);
-    expect(types()).toEqual(['claimed', 'released', 'expired_takeover', 'completed']);
+    expect(types()).toEqual(['claimed', 'expired_takeover', 'completed']);
+  });
+
+  it('answers a resolver that gives up on a step that never ends, rather than waiting for it', async () => {
+    const { options } = leased();
+    const call = runIdempotent(options, async (_tx, { step }) =>
+      Promise.race([
+        step!('charge', () => new Promise<never>(() => {})), // the gateway never answers
+        sleep(20).then(() => Promise.reject(new Error('gateway timeout'))),
+      ]),
+    );
+    await expect(call).rejects.toThrow('gateway timeout');
+    expect(await options.store.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
   });
 
   it('keeps a long resolver’s lease alive with a heartbeat', async () => {
