@@ -14,7 +14,7 @@ import { decide, foreignRecordError } from './decide.js';
 import { waitWhileRunning } from './duplicate-wait.js';
 import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
 import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
-import { StepJournal } from './steps.js';
+import { raisedBySteps, StepJournal } from './steps.js';
 import type { ClaimOutcome, Completed, LeaseOperations, LeaseOwner } from './store.js';
 
 /**
@@ -77,7 +77,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
         ended = true;
         throw error;
       }
-      const replayable = call.replayErrors(error) && !journal.raised(error);
+      const replayable = call.replayErrors(error) && !raisedBySteps(error);
       const stored = replayable ? storedErrorText(call, error) : undefined;
       ended = true;
       if (stored === undefined) {

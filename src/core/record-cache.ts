@@ -1,4 +1,4 @@
-import { heldKeys, look } from './single-flight.js';
+import { heldKeys, readAlone } from './single-flight.js';
 import type {
   ClaimRequest,
   Completed,
@@ -96,14 +96,12 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
       const hit = recall(scope, key);
       if (hit) return hit;
       const sent = clock();
-      // Kept only from a read no call of this process holding the key overlapped: through a
-      // single-connection adapter (Prisma's SQLite) such a read may be its uncommitted result.
-      const id = `${scope}\u0000${key}`;
-      const held = heldKeys(cached.backend ?? cached);
-      const looking = held.holders.has(id) ? undefined : look(held, id);
-      const record = await store.find(scope, key).finally(() => looking?.end());
-      const clean = looking !== undefined && !looking.released && !held.holders.has(id);
-      if (clean && record?.status === 'COMPLETED' && record.liveForMs > 0)
+      // Kept only from a read no call of this process holding the key overlapped (`readAlone`).
+      const read = await readAlone(heldKeys(cached.backend ?? cached), idOf(scope, key), () =>
+        store.find(scope, key),
+      );
+      const record = read.value;
+      if (!read.overlapped && record?.status === 'COMPLETED' && record.liveForMs > 0)
         keep(record, endOf(sent, record.liveForMs));
       return record;
     },

@@ -20,7 +20,7 @@ import { type KeyPolicy, validateKey } from './key.js';
 import { runUnderLease } from './lease-runner.js';
 import type { IdempotencyKeySource, ObserveCall } from './observer.js';
 import { type Serializer, superjsonSerializer } from './serializer.js';
-import { heldKeys, look, waitForHolders } from './single-flight.js';
+import { heldKeys, readAlone, waitForHolders } from './single-flight.js';
 import type { Store, StoredRecord } from './store.js';
 import { runInTransaction } from './transactional-runner.js';
 
@@ -198,18 +198,16 @@ async function dispatch<T, Tx>(
     const cached =
       call.firstAttempt && !duplicate ? (store.findCached?.(request.scope, request.key) ?? null) : undefined;
     let record: StoredRecord | null = null;
-    let released = false;
     if (cached !== null) {
-      const looking = look(held, id);
-      record = await recordOf(call, cached, waitStarted).finally(looking.end);
-      released = looking.released;
-      duplicate ||= released;
+      const read = await readAlone(held, id, () => recordOf(call, cached, waitStarted));
+      // Another call of this process took the key while we read, or since (this call would then
+      // queue on its row in a transaction of its own): wait for it, then read again.
+      if (read.overlapped || held.holders.has(id)) {
+        duplicate = true;
+        continue;
+      }
+      record = read.value;
     }
-    // Another call of this process took the key while we read (it holds it, or let go of it after
-    // our read began): the record may predate its commit, or, through a single-connection adapter
-    // (Prisma's SQLite), be its uncommitted write, which a failed COMMIT undoes. Wait for it, then
-    // read again; answer only from a read no call of this process overlapped.
-    if (held.holders.has(id) || released) continue;
     const decision = decide(record, request);
     if (decision.kind === 'foreign') throw foreignRecordError(record!, request);
     if (decision.kind !== 'claim' && decision.kind !== 'takeOver') return answer(call, record!, decision);

@@ -63,6 +63,28 @@ export function look({ lookers }: HeldKeys, id: string): Look {
 }
 
 /**
+ * `read` (of `id`'s record), and whether a call of this process held the key at any time during it
+ * (held when it began or ended, or let go meanwhile): such a read may predate that call's commit,
+ * or, through a single-connection adapter (Prisma's SQLite), be its uncommitted write, which a
+ * failed COMMIT undoes. Only a read nobody overlapped may be answered from, or kept.
+ */
+export async function readAlone<R>(
+  held: HeldKeys,
+  id: string,
+  read: () => Promise<R>,
+): Promise<{ value: R; overlapped: boolean }> {
+  const heldBefore = held.holders.has(id);
+  const looking = look(held, id);
+  let value: R;
+  try {
+    value = await read();
+  } finally {
+    looking.end();
+  }
+  return { value, overlapped: heldBefore || looking.released || held.holders.has(id) };
+}
+
+/**
  * Waits while another call of this process holds `id`; `false` when `deadline` (on `clock`)
  * passed first.
  */

@@ -106,11 +106,6 @@ export class StepJournal<T, Tx> {
     return this.saving || (this.stored === undefined ? this.resumes : this.stored.length > 0);
   }
 
-  /** Whether the journal itself raised `error` (a divergence, a lease lost): not the resolver's outcome. */
-  raised(error: unknown): boolean {
-    return raisedBySteps(error);
-  }
-
   /** The resolver has returned: later steps are refused. */
   finish(): void {
     this.finished = true;
@@ -242,7 +237,7 @@ export class StepJournal<T, Tx> {
       return value;
     } catch (error) {
       if (error instanceof StepFenced) throw await this.leaseLost(name);
-      if (this.raised(error) || isIdempotencyError(error) || !call.replayErrors(error)) throw error;
+      if (raisedBySteps(error) || isIdempotencyError(error) || !call.replayErrors(error)) throw error;
       // A replayable error (a declined card) is the step's outcome: replayed to every retry.
       const stored = storedErrorText(call, error);
       if (stored !== undefined) await this.save(steps, write(stored, true));

@@ -1,4 +1,5 @@
 import { GraphQLError } from 'graphql';
+import { RETRYABLE_STATUSES } from '../client/retry-policy.js';
 import { isIdempotencyError } from '../core/errors.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
@@ -12,7 +13,7 @@ import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
 export function toGraphQLError(error: unknown, retrySafe = true): unknown {
   if (!isIdempotencyError(error)) return error;
   const http = httpAnswerOf(error);
-  const asksForRetry = http.status === 409 || http.status === 503;
+  const asksForRetry = RETRYABLE_STATUSES.has(http.status);
   // Deliberately without `originalError`: servers that mask unexpected errors (Yoga does) pass a
   // GraphQLError through only when it does not wrap another error.
   return new GraphQLError(error.message, {

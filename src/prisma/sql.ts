@@ -44,18 +44,27 @@ export function raw(text: string, values: readonly unknown[] = []): Sql {
  * instead, and waits on the rows a sweep's pick skipped): one key stays two equalities.
  */
 export function oneOfKeys(provider: Provider, keys: readonly { scope: string; key: string }[]): Sql {
-  if (keys.length === 0) return raw('1 = 0');
-  if (provider === 'mysql' && keys.length > 1) {
-    const pair = '(? COLLATE utf8mb4_bin, ? COLLATE utf8mb4_bin)';
-    return raw(
-      `(scope, idempotency_key) IN (${keys.map(() => pair).join(', ')})`,
-      keys.flatMap(({ scope, key }) => [scope, key]),
-    );
+  return oneOfRows(
+    provider,
+    ['scope', 'idempotency_key'],
+    keys.map(({ scope, key }) => [scope, key]),
+  );
+}
+
+/** `oneOfKeys` for rows whose key has other `columns` (a step's: scope, key and name). */
+export function oneOfRows(
+  provider: Provider,
+  columns: readonly string[],
+  rows: readonly (readonly unknown[])[],
+): Sql {
+  if (rows.length === 0) return raw('1 = 0');
+  const exact = provider === 'mysql' ? ' COLLATE utf8mb4_bin' : '';
+  if (provider === 'mysql' && rows.length > 1) {
+    const row = `(${columns.map(() => `?${exact}`).join(', ')})`;
+    return raw(`(${columns.join(', ')}) IN (${rows.map(() => row).join(', ')})`, rows.flat());
   }
-  const exact = raw(provider === 'mysql' ? ' COLLATE utf8mb4_bin' : '');
-  return keys
-    .map(({ scope, key }) => sql`(scope = ${scope}${exact} AND idempotency_key = ${key}${exact})`)
-    .reduce((all, one) => sql`${all} OR ${one}`);
+  const one = `(${columns.map((column) => `${column} = ?${exact}`).join(' AND ')})`;
+  return raw(rows.map(() => one).join(' OR '), rows.flat());
 }
 
 function isSql(value: unknown): value is Sql {

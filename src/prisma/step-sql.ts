@@ -2,7 +2,7 @@ import type { LeaseOwner, StepWrite } from '../core/store.js';
 import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
 import { noLockWait, sqliteExpiredRanges } from './maintenance-sql.js';
-import { oneOfKeys, raw, type Sql, sql } from './sql.js';
+import { oneOfKeys, oneOfRows, raw, type Sql, sql } from './sql.js';
 
 /** The tables steps are kept in and fenced against. */
 export interface StepTables {
@@ -115,16 +115,12 @@ export function stepSweepPick(batchSize: number, tables: StepTables = {}): strin
  */
 export function stepSweepBatchDelete(rows: readonly PickedStep[], tables: StepTables = {}): Sql {
   const { steps, sweepable } = stepSweep('mysql', tables);
-  const exact = ' COLLATE utf8mb4_bin';
-  const picked =
-    rows.length === 1
-      ? // One row as equalities: a list of one gets no range of the primary key (see `oneOfKeys`).
-        `scope = ?${exact} AND idempotency_key = ?${exact} AND name = ?${exact}`
-      : `(scope, idempotency_key, name) IN (${rows.map(() => `(?${exact}, ?${exact}, ?${exact})`).join(', ')})`;
-  return raw(
-    noLockWait(`DELETE FROM ${steps} WHERE ${picked} AND ${sweepable(steps)}`),
-    rows.flatMap((row) => [row.scope, row.idempotency_key, row.name]),
+  const picked = oneOfRows(
+    'mysql',
+    ['scope', 'idempotency_key', 'name'],
+    rows.map((row) => [row.scope, row.idempotency_key, row.name]),
   );
+  return sql`${raw(noLockWait(`DELETE FROM ${steps} WHERE`))} (${picked}) AND ${raw(sweepable(steps))}`;
 }
 
 /** The steps table, and what makes a step of it (under `alias`) sweepable. */

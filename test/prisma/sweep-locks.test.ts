@@ -116,13 +116,11 @@ function sweepNextToRunningCalls(db: TestDatabase) {
   });
 }
 
-describeEachServerDatabase('a sweep of a table that is mostly expired, next to a held row', (shared) => {
+describeEachServerDatabase('a sweep on a database of its own, next to held rows', (shared) => {
   it('deletes every other expired record and step while a takeover and a transactional step hold theirs', async () => {
     // A database of its own: a batch is then most of the table, and MariaDB reads a batch's
     // DELETE by its keys as a scan of the whole table, held rows included.
-    const isolated = await isolatedDatabase(shared);
-    const [prisma, sweeper] = await Promise.all([connect(isolated.db), connect(isolated.db)]);
-    try {
+    await onOwnDatabase(shared, async (prisma, sweeper) => {
       const scope = uniqueScope('sweep-held');
       const expiresAt = new Date('2000-01-01T00:00:00Z');
       const keys = Array.from({ length: 1_500 }, (_, i) => `k-${String(i).padStart(4, '0')}`);
@@ -163,18 +161,11 @@ describeEachServerDatabase('a sweep of a table that is mostly expired, next to a
         'SELECT COUNT(*) AS n FROM idempotency_steps',
       );
       expect(Number(steps[0]!.n)).toBe(1);
-    } finally {
-      await Promise.all([prisma.$disconnect(), sweeper.$disconnect()]);
-      await isolated.drop();
-    }
+    });
   });
-});
 
-describeEachServerDatabase('a sweep next to a claim not committed yet', (shared) => {
   it('ends at once when the steps it picks belong to a record a running call is writing', async () => {
-    const isolated = await isolatedDatabase(shared);
-    const [prisma, sweeper] = await Promise.all([connect(isolated.db), connect(isolated.db)]);
-    try {
+    await onOwnDatabase(shared, async (prisma, sweeper) => {
       // An expired step of an earlier call of k (its record swept); a new call of k claims it: its
       // record is written, not committed, while its resolver runs.
       const scope = uniqueScope('sweep-claiming');
@@ -209,9 +200,24 @@ describeEachServerDatabase('a sweep next to a claim not committed yet', (shared)
       // did not pick it again and again until the call ended.
       expect(tookMs).toBeLessThan(2_500);
       expect(statements).toBeLessThan(20);
-    } finally {
-      await Promise.all([prisma.$disconnect(), sweeper.$disconnect()]);
-      await isolated.drop();
-    }
+    });
   });
 });
+
+/** Runs `test` with two clients (a call's, a sweeper's) on a database of its own, then drops it. */
+async function onOwnDatabase(
+  shared: TestDatabase,
+  test: (
+    prisma: Awaited<ReturnType<typeof connect>>,
+    sweeper: Awaited<ReturnType<typeof connect>>,
+  ) => Promise<void>,
+): Promise<void> {
+  const isolated = await isolatedDatabase(shared);
+  const [prisma, sweeper] = await Promise.all([connect(isolated.db), connect(isolated.db)]);
+  try {
+    await test(prisma, sweeper);
+  } finally {
+    await Promise.all([prisma.$disconnect(), sweeper.$disconnect()]);
+    await isolated.drop();
+  }
+}
