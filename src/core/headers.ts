@@ -18,3 +18,12 @@ export function headerOf(headers: HeadersLike | undefined, name: string): Header
   }
   return undefined;
 }
+
+/**
+ * The headers of a WebSocket's upgrade request (tRPC's ws adapter, graphql-ws): they speak for
+ * every call the socket carries, so none of them is one call's key or attempt.
+ */
+export function isWebSocketUpgrade(headers: HeadersLike | undefined): boolean {
+  const upgrade = headerOf(headers, 'upgrade');
+  return typeof upgrade === 'string' && upgrade.toLowerCase() === 'websocket';
+}

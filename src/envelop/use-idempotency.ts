@@ -21,7 +21,7 @@ import {
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
-import { type HeadersLike, headerOf } from '../core/headers.js';
+import { type HeadersLike, headerOf, isWebSocketUpgrade } from '../core/headers.js';
 import { type HeaderValue, parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import {
   type ErrorCodec,
@@ -289,9 +289,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
         const key = resolveKey(undefined, args[argumentName], core.keyPolicy);
         if (key === undefined) {
           if (keyRequired) {
+            const overSocket = isWebSocketUpgrade(requestHeadersOf(context));
             throw new IdempotencyKeyMissingError(
               `${coordinate} requires an idempotency key: send the "${argumentName}" argument` +
-                (header ? ` or the ${header} header` : ''),
+                (header && !overSocket ? ` or the ${header} header` : '') +
+                (overSocket ? ' (over a WebSocket an operation has no headers of its own)' : ''),
             );
           }
           // An `Error` it returns is its error, as with a key: its writes roll back.
@@ -696,15 +698,23 @@ function withClaim(context: unknown, txName: string, tx: unknown, claim: Resolve
   });
 }
 
-/** A header of the request in the context (Yoga's `request`, or a Node `req`), case-insensitively. */
-function contextHeader(context: unknown, name: string): HeaderValue {
+/** The headers of the request in the context: Yoga's `request`, or a Node `req`. */
+function requestHeadersOf(context: unknown): HeadersLike | undefined {
   const { request, req } = (context ?? {}) as {
     request?: { headers?: unknown };
     req?: { headers?: unknown };
   };
   const headers = request?.headers ?? req?.headers;
-  if (!headers || typeof headers !== 'object') return undefined;
-  return headerOf(headers as HeadersLike, name);
+  return headers && typeof headers === 'object' ? (headers as HeadersLike) : undefined;
+}
+
+/**
+ * A header of the request in the context, case-insensitively; none of a WebSocket's upgrade
+ * request (graphql-ws), whose headers speak for every operation on the socket.
+ */
+function contextHeader(context: unknown, name: string): HeaderValue {
+  const headers = requestHeadersOf(context);
+  return isWebSocketUpgrade(headers) ? undefined : headerOf(headers, name);
 }
 
 function extensionOf({ replayed, record }: IdempotentResult<unknown>): IdempotencyExtension {

@@ -4,7 +4,7 @@ import type { HeadersLike } from '../core/headers.js';
 interface HttpContext {
   req?: { headers?: HeadersLike; url?: unknown };
   headers?: HeadersLike;
-  res?: { setHeader?(name: string, value: string): unknown };
+  res?: { setHeader?(name: string, value: string): unknown; header?(name: string, value: string): unknown };
   resHeaders?: { set(name: string, value: string): void };
   info?: { calls?: unknown };
 }
@@ -21,13 +21,15 @@ export function requestHeadersOf(ctx: unknown): HeadersLike | undefined {
 }
 
 /**
- * Sets a response header through `ctx.res.setHeader` (Node adapters) or `ctx.resHeaders` (fetch
- * adapter), when the context carries one. A response already under way is left alone.
+ * Sets a response header through `ctx.res.setHeader` (Node adapters), `ctx.res.header` (Fastify's
+ * reply) or `ctx.resHeaders` (fetch adapter), when the context carries one. A response already
+ * under way is left alone.
  */
 export function setResponseHeader(ctx: unknown, name: string, value: string): void {
   const { res, resHeaders } = fieldsOf(ctx);
   try {
     if (typeof res?.setHeader === 'function') res.setHeader(name, value);
+    else if (typeof res?.header === 'function') res.header(name, value);
     else resHeaders?.set(name, value);
   } catch {
     // Headers already sent (a streamed response): the signal in the context still holds.

@@ -1,7 +1,7 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
-import { type HeadersLike, headerOf } from '../core/headers.js';
+import { type HeadersLike, headerOf, isWebSocketUpgrade } from '../core/headers.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
@@ -317,11 +317,16 @@ function missingKeyError(
   path: string,
   header: string,
   inputField: string,
-  headersSeen: boolean,
+  headersSeen: HeadersSeen,
 ): IdempotencyKeyMissingError {
-  if (headersSeen) {
+  if (headersSeen === 'seen') {
     return new IdempotencyKeyMissingError(
       `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
+    );
+  }
+  if (headersSeen === 'socket') {
+    return new IdempotencyKeyMissingError(
+      `"${path}" requires an idempotency key: over a WebSocket a call has no headers of its own (the upgrade request's speak for every call on the socket), so send the key in the "${inputField}" input field`,
     );
   }
   return new IdempotencyKeyMissingError(
@@ -346,6 +351,9 @@ function resolverErrorOf(error: TRPCError): unknown {
   return wrapped ? cause : error;
 }
 
+/** Whether a call's request headers were there to read, or were a WebSocket's upgrade request's. */
+type HeadersSeen = 'seen' | 'none' | 'socket';
+
 /**
  * The call's key, from the header or the input field, and the input to fingerprint (without the
  * key field). A header key on a batch of several calls could belong to any of them: refused. The
@@ -367,12 +375,14 @@ async function readKey<Ctx>(
   fingerprinted: unknown;
   keySource: 'header' | 'input';
   /** Whether the context had request headers to read. */
-  headersSeen: boolean;
+  headersSeen: HeadersSeen;
   /** The client's `Idempotency-Attempt: 1`: it has not sent this key before. */
   firstAttempt: boolean;
 }> {
   const { header, inputField, keyPolicy } = options;
-  const headers = options.getHeaders(ctx);
+  const received = options.getHeaders(ctx);
+  const overSocket = isWebSocketUpgrade(received);
+  const headers = overSocket ? undefined : received;
   const headerKey = parseKeyHeader(headerOf(headers, header), keyPolicy);
   refuseHeaderKeyOnBatch(
     headerKey,
@@ -382,7 +392,7 @@ async function readKey<Ctx>(
   );
   // Both present means both agree (`resolveKey` refuses otherwise): the header is named.
   const keySource = headerKey !== undefined ? 'header' : 'input';
-  const headersSeen = headers !== undefined;
+  const headersSeen: HeadersSeen = overSocket ? 'socket' : headers !== undefined ? 'seen' : 'none';
   const firstAttempt = isFirstAttempt(headerOf(headers, ATTEMPT_HEADER));
   const raw = options.fingerprintInput === 'raw';
   const input = raw ? await call.getRawInput() : call.input;
