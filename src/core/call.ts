@@ -68,8 +68,11 @@ export interface Call<T, Tx> {
   waitDeadline: number;
   retryAfterMs: number;
   serializer: Serializer;
-  /** Whether a resolver's (or a step's) error is stored and replayed; never throws (`replayPolicy`). */
-  replayErrors: (error: unknown) => boolean;
+  /**
+   * Whether a resolver's (or a step's) error is stored and replayed; never throws (`replayPolicy`).
+   * `undefined` when the call replays no error.
+   */
+  replayErrors: ((error: unknown) => boolean) | undefined;
   errorCodec: ErrorCodec;
   /** The client has not sent the key before: no read outside the claim (`RunIdempotentOptions.firstAttempt`). */
   firstAttempt: boolean;
@@ -164,8 +167,8 @@ export const OWN_ERROR_BYTES = 16_384;
  */
 export function replayPolicy(
   replayErrors: ((error: unknown) => boolean) | undefined,
-): (error: unknown) => boolean {
-  if (!replayErrors) return () => false;
+): ((error: unknown) => boolean) | undefined {
+  if (!replayErrors) return undefined;
   return (error) => {
     try {
       return Boolean(replayErrors(error));

@@ -77,7 +77,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
         ended = true;
         throw error;
       }
-      const replayable = call.replayErrors(error) && !raisedBySteps(error);
+      const replayable = call.replayErrors?.(error) === true && !raisedBySteps(error);
       const stored = replayable ? storedErrorText(call, error) : undefined;
       ended = true;
       if (stored === undefined) {

@@ -140,6 +140,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
           async complete({ scope, key, result, resultIsError, ttlMs }) {
             return completed(stagedRecord(scope, key), result, resultIsError, ttlMs);
           },
+          async savepoint() {
+            const marked = [...staged].map(([id, record]) => [id, { ...record }] as const);
+            return async () => {
+              staged.clear();
+              for (const [id, record] of marked) staged.set(id, { ...record });
+            };
+          },
         });
         for (const [id, record] of staged) records.set(id, record);
         return value;

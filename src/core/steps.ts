@@ -237,7 +237,7 @@ export class StepJournal<T, Tx> {
       return value;
     } catch (error) {
       if (error instanceof StepFenced) throw await this.leaseLost(name);
-      if (raisedBySteps(error) || isIdempotencyError(error) || !call.replayErrors(error)) throw error;
+      if (raisedBySteps(error) || isIdempotencyError(error) || !call.replayErrors?.(error)) throw error;
       // A replayable error (a declined card) is the step's outcome: replayed to every retry.
       const stored = storedErrorText(call, error);
       if (stored !== undefined) await this.save(steps, write(stored, true));

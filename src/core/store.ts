@@ -117,6 +117,15 @@ export interface TransactionSession<Tx> {
   /** Stores the result of the claimed record. */
   complete(completion: Completion): Promise<Completed>;
   /**
+   * Marks where the resolver's writes begin, once the key is claimed (a savepoint), and returns the
+   * way back to the mark: it undoes the resolver's writes and keeps the claim, and its lock, so that
+   * a replayable error is stored by `complete` in this same transaction and a duplicate waiting for
+   * the key replays it. Taken only for calls with `replayErrors`. Optional: without it, such an error
+   * is stored by a transaction of its own after the rollback, and a duplicate waiting for the key
+   * can claim it in between and run.
+   */
+  savepoint?(): Promise<() => Promise<void>>;
+  /**
    * Whether `work` may resolve without awaiting `complete`: the store then sends the completion
    * ahead of its commit (one round trip fewer), and `transaction` rejects, with nothing committed,
    * when the completion fails. The store must make sure of three things: `complete` has handed its

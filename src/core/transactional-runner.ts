@@ -13,10 +13,24 @@ import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
 import { type HeldKeys, hold } from './single-flight.js';
 import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
 
-/** What the transaction ended with: the resolver ran, or another call's record answers. */
+/**
+ * What the transaction ended with: the resolver ran, or it threw a replayable error kept as the
+ * key's result, or another call's record answers.
+ */
 type Outcome<T> =
   | { kind: 'ran'; value: T; firstSeenAt: Date; completed: Promise<Completed> }
+  | { kind: 'kept'; error: unknown; completed: Promise<Completed> }
   | { kind: 'existing'; answer: () => IdempotentResult<T> };
+
+/**
+ * The resolver's error in the transaction's last attempt: whether `replayErrors` accepts it, and
+ * whether the transaction was keeping it.
+ */
+interface ResolverError {
+  error: unknown;
+  replayable: boolean;
+  keeping: boolean;
+}
 
 /**
  * Transactional mode: one store transaction claims the key, runs the resolver with the
@@ -33,7 +47,7 @@ export async function runInTransaction<T, Tx>(
   const { store, request, waitTimeoutMs } = call;
   const transaction = store.transaction?.bind(store);
   if (!transaction) throw new TypeError("This store supports mode: 'lease' only");
-  let resolverError: { error: unknown } | undefined;
+  let resolverError: ResolverError | undefined;
 
   // The wait for a concurrent holder is bounded here, around the whole transaction: a database
   // cannot roll back a transaction whose statement is still waiting for a lock, so an answer that
@@ -77,6 +91,9 @@ export async function runInTransaction<T, Tx>(
     // Claimed or answered: a transaction run again (a write conflict) bounds its own claim's wait.
     waitTimer = undefined;
     if ('answer' in claimed) return { kind: 'existing', answer: claimed.answer };
+    // A replayable error is kept in this transaction: the claim stays locked until it commits, so
+    // a duplicate waiting for the key replays the error instead of claiming the key and running.
+    const backToClaim = call.replayErrors && (await session.savepoint?.());
     const info = { ...request, firstSeenAt: claimed.firstSeenAt };
     let value: T;
     tracking?.start('resolver');
@@ -84,54 +101,101 @@ export async function runInTransaction<T, Tx>(
       value = await call.resolver(session.tx, info);
     } catch (error) {
       tracking?.finish('resolver', error);
-      resolverError = { error };
-      throw error;
+      resolverError = { error, replayable: call.replayErrors?.(error) === true, keeping: false };
+      if (!backToClaim || !resolverError.replayable) throw error;
+      const result = storedErrorText(call, error);
+      if (result === undefined) throw error; // Unstorable: the key simply stays retryable.
+      // The database ended the transaction (its rollback undid the mark): kept after it, as by a
+      // store without savepoints.
+      await backToClaim().catch(() => Promise.reject(error));
+      resolverError.keeping = true;
+      return { kind: 'kept', error, ...(await completing(call, session, result, true)) };
     }
     tracking?.finish('resolver');
     const result = storedText(call.serializer, value, call.maxResultBytes);
-    tracking?.start('store');
-    const completion = { ...keyOf(call), result, resultIsError: false, ttlMs: call.ttlMs };
-    // A `complete` that throws at once fails the promise, as one that rejects does.
-    const completed = new Promise<Completed>((resolve) => resolve(session.complete(completion))).then(
-      (times) => {
-        if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
-        tracking?.finish('store');
-        return times;
-      },
-      (error: unknown) => {
-        tracking?.finish('store', error);
-        throw error;
-      },
-    );
-    // Where the store sends the completion with its commit, the transaction answers for it.
-    if (session.completesWithCommit) completed.catch(() => undefined);
-    else await completed;
-    return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
+    return {
+      kind: 'ran',
+      value,
+      firstSeenAt: claimed.firstSeenAt,
+      ...(await completing(call, session, result, false)),
+    };
   });
   // Once abandoned, nobody awaits the transaction; its rollback must not go unhandled.
   running.catch(() => undefined);
   const release = hold(held, id);
   try {
-    const outcome = await Promise.race([running, waited]);
-    if (outcome.kind === 'existing') return outcome.answer();
-    const completed = await outcome.completed;
-    call.emit('completed');
-    return { value: outcome.value, replayed: false, record: ranRecord(call, outcome.firstSeenAt, completed) };
-  } catch (error) {
-    // A replayable error that cannot be kept is still the answer (nothing committed; the key stays
-    // free), not the store's failure.
-    if (resolverError?.error === error && call.replayErrors(error))
-      await storeError(call, error).catch(() => undefined);
-    // The store cannot tell what of the call committed (MariaDB: the database ended the transaction
-    // and the session went on outside it).
-    else if (isIdempotencyError(error) && error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN') {
-      call.emit('outcome_unknown');
+    let outcome: Outcome<T>;
+    let completed: Completed | undefined;
+    try {
+      outcome = await Promise.race([running, waited]);
+      if (outcome.kind !== 'existing') completed = await outcome.completed;
+    } catch (error) {
+      throw await failureAnswer(call, error, resolverError);
     }
-    throw error;
+    if (outcome.kind === 'existing') return outcome.answer();
+    call.emit('completed');
+    if (outcome.kind === 'kept') throw outcome.error;
+    return {
+      value: outcome.value,
+      replayed: false,
+      record: ranRecord(call, outcome.firstSeenAt, completed!),
+    };
   } finally {
     clearTimeout(waitTimer);
     release();
   }
+}
+
+/**
+ * Stores the call's result (or kept error) in its transaction. Where the store sends the completion
+ * with its commit, `completed` is not awaited here: the transaction answers for it.
+ */
+async function completing<T, Tx>(
+  call: Call<T, Tx>,
+  session: TransactionSession<Tx>,
+  result: string,
+  resultIsError: boolean,
+): Promise<{ completed: Promise<Completed> }> {
+  const { tracking } = call;
+  tracking?.start('store');
+  const completion = { ...keyOf(call), result, resultIsError, ttlMs: call.ttlMs };
+  // A `complete` that throws at once fails the promise, as one that rejects does.
+  const completed = new Promise<Completed>((resolve) => resolve(session.complete(completion))).then(
+    (times) => {
+      if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
+      tracking?.finish('store');
+      return times;
+    },
+    (error: unknown) => {
+      tracking?.finish('store', error);
+      throw error;
+    },
+  );
+  if (session.completesWithCommit) completed.catch(() => undefined);
+  else await completed;
+  return { completed };
+}
+
+/**
+ * What a failed transaction answers. A replayable error of the resolver's is the answer even when
+ * it could not be kept (nothing committed; the key stays free), not the store's failure; one the
+ * transaction did not get to keep (no savepoint, or the database ended the transaction) is kept by
+ * a transaction of its own.
+ */
+async function failureAnswer<T, Tx>(
+  call: Call<T, Tx>,
+  error: unknown,
+  resolverError: ResolverError | undefined,
+): Promise<unknown> {
+  if (resolverError && resolverError.error === error && resolverError.replayable) {
+    await storeError(call, error).catch(() => undefined);
+    return error;
+  }
+  if (resolverError?.keeping) return resolverError.error;
+  // The store cannot tell what of the call committed (MariaDB: the database ended the transaction
+  // and the session went on outside it).
+  if (isIdempotencyError(error) && error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN') call.emit('outcome_unknown');
+  return error;
 }
 
 /**
@@ -180,9 +244,9 @@ async function claimOrTakeOver<T, Tx>(
 }
 
 /**
- * The failed transaction rolled back the resolver's writes; a replayable error is kept by a
- * transaction of its own, which claims the key again (or takes over a record no longer live),
- * unless a retry already claimed it in between.
+ * The failed transaction rolled back the resolver's writes and its claim; a replayable error is
+ * kept by a transaction of its own, which claims the key again (or takes over a record no longer
+ * live), unless a retry already claimed it in between.
  */
 async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<void> {
   const result = storedErrorText(call, error);

@@ -384,9 +384,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
           firstAttempt,
           input: { document: print(args.document), operationName, variables: variables.coerced },
           // Stored only when the user's `replayErrors` accepts every error of the operation.
-          replayErrors: (error) =>
-            error instanceof FailedOperation &&
-            error.errors.every((e) => core.replayErrors?.(e.originalError ?? e) ?? false),
+          replayErrors:
+            core.replayErrors &&
+            ((error) =>
+              error instanceof FailedOperation &&
+              error.errors.every((e) => core.replayErrors?.(e.originalError ?? e) ?? false)),
           errorCodec: failed,
         },
         async (tx, claim) => {

@@ -352,6 +352,12 @@ export function prismaStore<Client extends PrismaClientLike>(
         withCommit?.(completed);
         return completed;
       },
+      async savepoint() {
+        await changes(own, { text: 'SAVEPOINT idempotency_claimed', values: [] });
+        return async () => {
+          await changes(own, { text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
+        };
+      },
     };
   }
 }

@@ -32,6 +32,17 @@ function claimingStore(claimOf: (nth: number) => (() => Promise<never>) | undefi
   return { store, transactions: () => transactions };
 }
 
+/**
+ * The memory store as a store without savepoints (`TransactionSession.savepoint`) is: a replayable
+ * error is kept by a transaction of its own, after the call's rolled back.
+ */
+function withoutSavepoints(store: Store): Store {
+  return Object.assign(Object.create(store) as Store, {
+    transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
+      store.transaction!((session) => work({ ...session, savepoint: undefined })),
+  });
+}
+
 const base = () => ({
   store: memoryStore(),
   scope: 'user-1',
@@ -290,13 +301,14 @@ describe('runIdempotent (memory store)', () => {
     expect(resolver).not.toHaveBeenCalled();
   });
 
-  it("answers the resolver's replayable error when a retry holds the key as it is stored", async () => {
+  it("answers the resolver's replayable error when a retry holds the key as it is stored (no savepoints)", async () => {
     // The first transaction runs the resolver; the second, which keeps its error, meets the hold.
     const { store, transactions } = claimingStore((nth) =>
       nth === 1 ? undefined : () => Promise.reject(new IdempotencyKeyInProgressError(0)),
     );
     const declined = new Error('card declined');
-    const error = await runIdempotent({ ...base(), store, replayErrors: () => true }, async () => {
+    const options = { ...base(), store: withoutSavepoints(store), replayErrors: () => true };
+    const error = await runIdempotent(options, async () => {
       throw declined;
     }).catch((e: unknown) => e);
     expect(error).toBe(declined);
@@ -434,7 +446,7 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
     }
   });
 
-  it('answers a replayable error itself when the transaction that would keep it fails', async () => {
+  it('answers a replayable error itself when the transaction that would keep it fails (no savepoints)', async () => {
     const store = memoryStore();
     let transactions = 0;
     // The claim's transaction runs; the one keeping the error finds the database gone.
@@ -446,7 +458,7 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
     });
     const declined = new Error('card declined');
     const outcome = await runIdempotent(
-      { ...base(), store: failingSecond, replayErrors: () => true },
+      { ...base(), store: withoutSavepoints(failingSecond), replayErrors: () => true },
       async () => {
         throw declined;
       },
@@ -454,6 +466,72 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
     // Not the store's 503: nothing committed, and the caller's own error is the answer.
     expect(outcome).toBe(declined);
     expect(await store.find(base().scope, base().key)).toBeNull();
+  });
+
+  it('answers a replayable error itself when its transaction cannot store it', async () => {
+    const store = memoryStore();
+    // The error is kept in the call's own transaction, whose completion finds the database gone.
+    const failingCompletion: Store = Object.assign(Object.create(store), {
+      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
+        store.transaction!((session) =>
+          work({
+            ...session,
+            complete: () => Promise.reject(new IdempotencyStoreUnavailableError('database down')),
+          }),
+        ),
+    });
+    const declined = new Error('card declined');
+    const outcome = await runIdempotent(
+      { ...base(), store: failingCompletion, replayErrors: () => true },
+      async () => {
+        throw declined;
+      },
+    ).catch((error: unknown) => error);
+    expect(outcome).toBe(declined);
+    expect(await store.find(base().scope, base().key)).toBeNull();
+  });
+
+  it('keeps a replayable error in the call’s own transaction, back at the mark taken after the claim', async () => {
+    const store = memoryStore();
+    let transactions = 0;
+    let rolledBack = 0;
+    const counting: Store = Object.assign(Object.create(store), {
+      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
+        store.transaction!((session) => {
+          transactions++;
+          return work({
+            ...session,
+            savepoint: async () => {
+              const back = await session.savepoint!();
+              return () => {
+                rolledBack++;
+                return back();
+              };
+            },
+          });
+        }),
+    });
+    const declined = new Error('card declined');
+    const options = { ...base(), store: counting, replayErrors: (e: unknown) => e === declined };
+    await expect(
+      runIdempotent(options, async () => {
+        throw declined;
+      }),
+    ).rejects.toBe(declined);
+    expect([transactions, rolledBack]).toEqual([1, 1]);
+    expect(await store.find(base().scope, base().key)).toMatchObject({
+      status: 'COMPLETED',
+      resultIsError: true,
+    });
+    // Another error is not kept: no way back taken, and nothing stored.
+    const other = { ...options, key: 'k-2' };
+    await expect(
+      runIdempotent(other, async () => {
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect([transactions, rolledBack]).toEqual([2, 1]);
+    expect(await store.find(base().scope, 'k-2')).toBeNull();
   });
 });
 

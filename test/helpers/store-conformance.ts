@@ -262,6 +262,30 @@ export function runStoreConformance(title: string, target: () => ConformanceTarg
         expect(resolver).toHaveBeenCalledTimes(1);
         expect(new Set(results.map((r) => r.value.token)).size).toBe(1);
       });
+
+      it('keeps a replayable error in its own transaction: a duplicate from another server waiting for the key replays it', async () => {
+        const declined = Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+        const replayErrors = (error: unknown) => (error as { code?: string }).code === 'CARD_DECLINED';
+        const { options } = call(uniqueScope(), 'transactional', { replayErrors, waitTimeoutMs: 10_000 });
+        const running = gate();
+        const declining = gate();
+        const first = runIdempotent(options, async () => {
+          running.open();
+          await declining.opened;
+          throw declined;
+        });
+        first.catch(() => undefined);
+        await running.opened;
+        const duplicate = vi.fn(async () => 'charged');
+        const waiting = runIdempotent({ ...options, store: onAnotherServer(options.store) }, duplicate);
+        waiting.catch(() => undefined); // awaited below, after the first call's
+        // Let the duplicate's claim reach the key and wait for the first call's transaction.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        declining.open();
+        await expect(first).rejects.toBe(declined);
+        await expect(waiting).rejects.toMatchObject({ message: 'declined', code: 'CARD_DECLINED' });
+        expect(duplicate).not.toHaveBeenCalled();
+      });
     });
 
     describe('lease mode', () => {

@@ -96,6 +96,40 @@ const url = process.env.TEST_POSTGRES_URL;
     expect(sent).toEqual(['BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
   });
 
+  it('with replayErrors: a savepoint after the claim; a replayable error goes back to it and is stored', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(one.prisma);
+    const declined = new Error('card declined');
+    const options = { store, scope, operation: 'pay', input: {}, firstAttempt: true };
+    const replayErrors = (error: unknown) => error === declined;
+    const paid = await counted(one, () =>
+      runIdempotent({ ...options, key: 'paid', replayErrors }, pay(scope)),
+    );
+    expect(paid).toEqual([
+      'BEGIN',
+      CLAIM,
+      'SAVEPOINT',
+      'INSERT payments',
+      'UPDATE idempotency_records',
+      'COMMIT',
+    ]);
+    const refused = await counted(one, () =>
+      runIdempotent({ ...options, key: 'declined', replayErrors }, async (tx) => {
+        await pay(scope)(tx);
+        throw declined;
+      }).catch(() => undefined),
+    );
+    expect(refused).toEqual([
+      'BEGIN',
+      CLAIM,
+      'SAVEPOINT',
+      'INSERT payments',
+      'ROLLBACK',
+      'UPDATE idempotency_records',
+      'COMMIT',
+    ]);
+  });
+
   it('a first attempt whose key already completed (a wrong hint): replayed through the claim', async () => {
     const scope = uniqueScope();
     const store = prismaStore(one.prisma);

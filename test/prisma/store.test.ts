@@ -228,30 +228,49 @@ describeEachDatabase('prismaStore', (db) => {
     expect(await paymentsOf(scope)).toBe(1);
   });
 
-  it('stores errors that replayErrors accepts, without the failed attempt’s writes', async () => {
-    const scope = uniqueScope();
-    let calls = 0;
-    const run = () =>
-      runIdempotent(
-        {
-          store,
-          scope,
-          key: 'declined',
-          operation: 'payments.create',
-          input: {},
-          replayErrors: (e) => (e as { code?: string }).code === 'CARD_DECLINED',
+  it.each([
+    ['after its write', false],
+    // On PostgreSQL the failed statement aborts the transaction: going back to the claim recovers it.
+    ['after a statement of its failed in the database', true],
+  ])(
+    'stores an error that replayErrors accepts, raised %s, in one transaction without its writes',
+    async (_, failedStatement) => {
+      const scope = uniqueScope();
+      let calls = 0;
+      let transactions = 0;
+      const counting = Object.assign(Object.create(store) as typeof store, {
+        transaction: (work: Parameters<NonNullable<typeof store.transaction>>[0]) => {
+          transactions++;
+          return store.transaction!(work);
         },
-        async (tx) => {
-          calls++;
-          await tx.payment.create({ data: { userId: scope, amount: new Decimal('1'), currency: 'EUR' } });
-          throw Object.assign(new Error('card declined'), { code: 'CARD_DECLINED' });
-        },
-      );
-    await expect(run()).rejects.toThrow('card declined');
-    await expect(run()).rejects.toMatchObject({ message: 'card declined', code: 'CARD_DECLINED' });
-    expect(calls).toBe(1);
-    expect(await paymentsOf(scope)).toBe(0);
-  });
+      });
+      const declined = () => Object.assign(new Error('card declined'), { code: 'CARD_DECLINED' });
+      const run = () =>
+        runIdempotent(
+          {
+            store: counting,
+            scope,
+            key: 'declined',
+            operation: 'payments.create',
+            input: {},
+            replayErrors: (e) => (e as { code?: string }).code === 'CARD_DECLINED',
+          },
+          async (tx) => {
+            calls++;
+            await tx.payment.create({ data: { userId: scope, amount: new Decimal('1'), currency: 'EUR' } });
+            if (failedStatement)
+              await tx.$executeRawUnsafe('SELECT * FROM no_such_table').catch(() => undefined);
+            throw declined();
+          },
+        );
+      await expect(run()).rejects.toThrow('card declined');
+      expect(transactions).toBe(1);
+      await expect(run()).rejects.toMatchObject({ message: 'card declined', code: 'CARD_DECLINED' });
+      expect(calls).toBe(1);
+      expect(await paymentsOf(scope)).toBe(0);
+      expect(await recordOf(scope, 'declined')).toMatchObject({ status: 'COMPLETED', resultIsError: true });
+    },
+  );
 
   it('fails closed when the result is over maxResultBytes: no record, no payment', async () => {
     const scope = uniqueScope();
