@@ -145,6 +145,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
             return async () => {
               staged.clear();
               for (const [id, record] of marked) staged.set(id, { ...record });
+              return true;
             };
           },
         });

@@ -118,13 +118,16 @@ export interface TransactionSession<Tx> {
   complete(completion: Completion): Promise<Completed>;
   /**
    * Marks where the resolver's writes begin, once the key is claimed (a savepoint), and returns the
-   * way back to the mark: it undoes the resolver's writes and keeps the claim, and its lock, so that
-   * a replayable error is stored by `complete` in this same transaction and a duplicate waiting for
-   * the key replays it. Taken only for calls with `replayErrors`. Optional: without it, such an error
-   * is stored by a transaction of its own after the rollback, and a duplicate waiting for the key
-   * can claim it in between and run.
+   * way back to the mark for the resolver's replayable `error`: it undoes the resolver's writes and
+   * keeps the claim, and its lock, so that the error is stored by `complete` in this same
+   * transaction and a duplicate waiting for the key replays it. The way back answers `false`, and
+   * goes nowhere, for an error the store answers itself (a write conflict it runs the transaction
+   * again for, a lost connection): the transaction then fails with it, as with any error. Taken only
+   * for calls with `replayErrors`. Optional: without it, a replayable error is stored by a
+   * transaction of its own after the rollback, and a duplicate waiting for the key can claim it in
+   * between and run.
    */
-  savepoint?(): Promise<() => Promise<void>>;
+  savepoint?(): Promise<(error: unknown) => Promise<boolean>>;
   /**
    * Whether `work` may resolve without awaiting `complete`: the store then sends the completion
    * ahead of its commit (one round trip fewer), and `transaction` rejects, with nothing committed,

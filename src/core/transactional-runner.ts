@@ -105,9 +105,9 @@ export async function runInTransaction<T, Tx>(
       if (!backToClaim || !resolverError.replayable) throw error;
       const result = storedErrorText(call, error);
       if (result === undefined) throw error; // Unstorable: the key simply stays retryable.
-      // The database ended the transaction (its rollback undid the mark): kept after it, as by a
-      // store without savepoints.
-      await backToClaim().catch(() => Promise.reject(error));
+      // The store's own failure (a write conflict), or the database ended the transaction (its
+      // rollback undid the mark): thrown, and kept after the rollback as by a store without savepoints.
+      if (!(await backToClaim(error).catch(() => false))) throw error;
       resolverError.keeping = true;
       return { kind: 'kept', error, ...(await completing(call, session, result, true)) };
     }

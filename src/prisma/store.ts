@@ -22,7 +22,9 @@ import {
 import {
   abortedByDatabase,
   asStoreError,
+  classify,
   databaseCodeIn,
+  databaseErrorIn,
   isTimeout,
   retryingTransaction,
   standalone,
@@ -353,9 +355,19 @@ export function prismaStore<Client extends PrismaClientLike>(
         return completed;
       },
       async savepoint() {
-        await changes(own, { text: 'SAVEPOINT idempotency_claimed', values: [] });
-        return async () => {
+        const marked = Promise.resolve(changes(own, { text: 'SAVEPOINT idempotency_claimed', values: [] }));
+        // Sent in order with the resolver's statements (as a completion with the commit): not waited
+        // for. Should it fail, the transaction is aborted and every statement after it fails too.
+        if (withCommit) marked.catch(() => undefined);
+        else await marked;
+        return async (error) => {
+          // A failure the store answers itself (a write conflict it runs again, the database gone,
+          // the transaction expired): not kept, but thrown to \`retryingTransaction\` as before.
+          const database = databaseErrorIn(error);
+          if (database !== undefined && classify(database) !== undefined) return false;
+          await marked;
           await changes(own, { text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
+          return true;
         };
       },
     };

@@ -503,9 +503,9 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
             ...session,
             savepoint: async () => {
               const back = await session.savepoint!();
-              return () => {
+              return (error: unknown) => {
                 rolledBack++;
-                return back();
+                return back(error);
               };
             },
           });
@@ -532,6 +532,28 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
     ).rejects.toThrow('boom');
     expect([transactions, rolledBack]).toEqual([2, 1]);
     expect(await store.find(base().scope, 'k-2')).toBeNull();
+  });
+
+  it('throws a replayable error the store declines to go back for, and keeps it after the rollback', async () => {
+    const store = memoryStore();
+    let transactions = 0;
+    // The store answers this error itself (a write conflict it would run again for, say).
+    const declining: Store = Object.assign(Object.create(store), {
+      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
+        store.transaction!((session) => {
+          transactions++;
+          return work({ ...session, savepoint: async () => async () => false });
+        }),
+    });
+    const declined = new Error('card declined');
+    const options = { ...base(), store: declining, replayErrors: (e: unknown) => e === declined };
+    await expect(
+      runIdempotent(options, async () => {
+        throw declined;
+      }),
+    ).rejects.toBe(declined);
+    expect(transactions).toBe(2);
+    expect(await store.find(base().scope, base().key)).toMatchObject({ resultIsError: true });
   });
 });
 

@@ -175,6 +175,37 @@ async function socketWrites(run: () => Promise<unknown>): Promise<number> {
     expect(await store.find(scope, 'k')).toMatchObject({ status: 'COMPLETED' });
   });
 
+  it('sends the savepoint of a call with replayErrors in the resolver’s round trip', async () => {
+    const scope = uniqueScope();
+    const store = prismaStore(direct);
+    await direct.$queryRawUnsafe('SELECT 1');
+    events.length = 0;
+    const declined = new Error('card declined');
+    const options = { store, scope, operation: 'pay', input: {}, firstAttempt: true };
+    await runIdempotent({ ...options, key: 'paid', replayErrors: (e) => e === declined }, pay(scope));
+    expect(events).toEqual([
+      ...['send BEGIN', 'send INSERT', 'answer BEGIN', 'answer INSERT'], // the claim
+      ...['send SAVEPOINT', 'send INSERT', 'answer SAVEPOINT', 'answer INSERT'], // the payment
+      ...['send WITH', 'send COMMIT', 'answer WITH', 'answer COMMIT'], // the result
+    ]);
+    events.length = 0;
+    const declining = runIdempotent(
+      { ...options, key: 'declined', replayErrors: (e) => e === declined },
+      async (tx) => {
+        await pay(scope)(tx);
+        throw declined;
+      },
+    );
+    await expect(declining).rejects.toBe(declined);
+    expect(events.slice(4)).toEqual([
+      ...['send SAVEPOINT', 'send INSERT', 'answer SAVEPOINT', 'answer INSERT'], // the payment
+      ...['send ROLLBACK', 'answer ROLLBACK'], // back to the claim
+      ...['send WITH', 'send COMMIT', 'answer WITH', 'answer COMMIT'], // the error
+    ]);
+    expect(await prisma.payment.count({ where: { userId: scope } })).toBe(1);
+    expect(await store.find(scope, 'declined')).toMatchObject({ status: 'COMPLETED', resultIsError: true });
+  });
+
   it('rolls back the claim and the effects together when the resolver fails', async () => {
     const scope = uniqueScope();
     const store = prismaStore(prisma);
