@@ -81,14 +81,14 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
     // it must get the same key, not a new one, and its sends go on counting. The call is known by
     // `op.id`, not by the operation object, which a link in between may copy on each send; tRPC
     // numbers operations per client, so the map lives here, made once per client.
-    const calls = new Map<number, { key: string; sends: number }>();
+    const calls = new Map<number, RememberedCall>();
     return ({ op, next }) => {
       if (op.type !== 'mutation') return next(op);
       const input = isPlainObject(op.input) ? op.input : undefined;
       const given = op.context.idempotencyKey ?? input?.[inputField];
       const known = calls.get(op.id);
       const key = typeof given === 'string' ? given : (known?.key ?? generateKey());
-      const sent = { key, sends: known?.sends ?? 0 };
+      const sent = { key, sends: known?.sends ?? 0, inFlight: known?.inFlight ?? 0 };
       remember(calls, op.id, sent);
       // Only the sends of a key this link made are numbered: the caller's may have gone out before.
       const counted = typeof given !== 'string';
@@ -143,8 +143,10 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
           });
         };
         signal?.addEventListener('abort', onAbort);
+        sent.inFlight++;
         attempt();
         return () => {
+          sent.inFlight--;
           signal?.removeEventListener('abort', onAbort);
           clearTimeout(timer);
           current?.unsubscribe();
@@ -154,19 +156,35 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
   };
 }
 
+/** A call's key, how many times it was sent, and how many of its sends are still waiting for an answer. */
+interface RememberedCall {
+  key: string;
+  sends: number;
+  inFlight: number;
+}
+
 /**
  * How many failed calls a client remembers the key of. A failed call is kept, since a link placed
  * before this one may send it again (`retryLink` does, after an error) and it must then go out with
  * the same key; but whether it will, this link cannot tell, so the oldest are dropped past this
- * many: a resend after so many newer calls of the same client is not worth unbounded memory.
+ * many: a resend after so many newer calls of the same client is not worth unbounded memory. A call
+ * still waiting for its answer is never dropped, however many there are.
  */
 const REMEMBERED_CALLS = 1_000;
 
-/** Records a call's key as the most recently used, dropping the least recently used past the bound. */
-function remember<V>(calls: Map<number, V>, id: number, value: V): void {
+/**
+ * Records a call's key as the most recently used, dropping the least recently used call that is
+ * not in flight past the bound.
+ */
+function remember(calls: Map<number, RememberedCall>, id: number, call: RememberedCall): void {
   calls.delete(id);
-  calls.set(id, value);
-  if (calls.size > REMEMBERED_CALLS) calls.delete(calls.keys().next().value!);
+  calls.set(id, call);
+  if (calls.size <= REMEMBERED_CALLS) return;
+  for (const [oldest, { inFlight }] of calls) {
+    if (inFlight > 0) continue;
+    calls.delete(oldest);
+    return;
+  }
 }
 
 /**
@@ -248,10 +266,12 @@ interface ResponseLike {
 
 /**
  * A server's answer carries its status in `data.httpStatus` (the default error shape), else on the
- * response; a failed fetch, or a body that was cut off, has neither and counts as a network failure.
- * The retry hint is `data.retryAfterMs` (the server's `idempotencyErrorFormatter` puts it there)
- * or the `Retry-After` header. With that formatter `data.idempotencyCode` also tells the
- * middleware's 409 and 503 from the application's own.
+ * response. An error shape without either (over a WebSocket, with a formatter that leaves
+ * `httpStatus` out) is still the server's answer, and so is a body that is not JSON: neither is a
+ * network failure. A failed fetch, or a body cut off before it was read (which `httpLink` reports
+ * without the response), counts as one. The retry hint is `data.retryAfterMs` (the server's
+ * `idempotencyErrorFormatter` puts it there) or the `Retry-After` header. With that formatter
+ * `data.idempotencyCode` also tells the middleware's 409 and 503 from the application's own.
  */
 function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
   const response = (error.meta as { response?: ResponseLike } | undefined)?.response;
@@ -260,14 +280,31 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     | null
     | undefined;
   const status = typeof data?.httpStatus === 'number' ? data.httpStatus : response?.status;
-  if (typeof status !== 'number') return { kind: 'network' };
+  const retryAfterMs = typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined;
+  const code = data && 'idempotencyCode' in data ? data.idempotencyCode : undefined;
+  if (typeof status !== 'number') {
+    if (error.shape !== undefined)
+      return { kind: 'answer', retryable: RETRYABLE_CODES.has(code), retryAfterMs };
+    if (causedByUnreadableBody(error)) return { kind: 'answer', retryable: false };
+    return { kind: 'network' };
+  }
   return {
     kind: 'status',
     status,
     retryAfter: response?.headers?.get?.('retry-after'),
-    retryAfterMs: typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined,
-    idempotent: data && 'idempotencyCode' in data ? RETRYABLE_CODES.has(data.idempotencyCode) : undefined,
+    retryAfterMs,
+    idempotent: data && 'idempotencyCode' in data ? RETRYABLE_CODES.has(code) : undefined,
   };
+}
+
+/** Whether `error`, or an error in its chain of causes, is a `SyntaxError` (a body that is not JSON). */
+function causedByUnreadableBody(error: unknown): boolean {
+  let link: unknown = error;
+  for (let depth = 0; link instanceof Error && depth < 8; depth++) {
+    if (link instanceof SyntaxError) return true;
+    link = link.cause;
+  }
+  return false;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -126,6 +126,8 @@ export function idempotentFetch(
     for (let attempt = 1; ; attempt++) {
       let response: Response;
       let delay: number | undefined;
+      /** The answer is this attempt's, to be returned whatever happens as its body is read. */
+      let final = false;
       markResend(trace, attempt - 1);
       try {
         response = await send(attempt);
@@ -136,13 +138,19 @@ export function idempotentFetch(
           idempotent: RETRYABLE_STATUSES.has(response.status) ? await answeredByLayer(response) : undefined,
         };
         delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
-        // A retried call's answer is read whole here: a connection lost in the middle of its body
-        // loses the answer as one lost before it does, and the next attempt replays it.
-        if (delay === undefined) return retried ? await readWhole(response) : response;
+        // A retried call's answer is read whole here: a connection lost in the middle of a success's
+        // body loses the answer as one lost before it does, and the next attempt replays it. In the
+        // middle of a failure's, whose status already said not to try again (a 500
+        // IDEMPOTENCY_OUTCOME_UNKNOWN, a 422), the read's error is the answer.
+        if (delay === undefined) {
+          if (!retried) return response;
+          final = !response.ok;
+          return await readWhole(response);
+        }
       } catch (error) {
         // The call's own signal ends the retries; an attempt's timeout inside `fetch` does not.
         const networkDelay =
-          signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
+          final || signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
         if (networkDelay === undefined) throw error;
         await sleep(networkDelay, signal);
         continue;

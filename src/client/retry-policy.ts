@@ -35,7 +35,14 @@ export type AttemptFailure =
        * 503 the application itself answered, which another attempt would run again.
        */
       idempotent?: boolean;
-    };
+    }
+  /**
+   * The server, or something in front of it, answered with no status this client can read: an
+   * error shape without `httpStatus` (a formatter of your own, over a WebSocket), or a body that is
+   * not JSON (a proxy's error page, which may stand for any answer, `IDEMPOTENCY_OUTCOME_UNKNOWN`
+   * among them). Retried only when the answer names a retryable code.
+   */
+  | { kind: 'answer'; retryable: boolean; retryAfterMs?: number };
 
 /**
  * 409: the key is held by a request still running. 503: the store is down, or its transaction
@@ -68,11 +75,16 @@ export function retryDelay(
   if (attempt >= attempts) return undefined;
   if (failure.kind === 'status' && (failure.idempotent === false || !RETRYABLE_STATUSES.has(failure.status)))
     return undefined;
+  if (failure.kind === 'answer' && !failure.retryable) return undefined;
   // "Equal jitter": at least half the exponential step, so retries neither collide nor come too soon.
   const step = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
   const backoff = step / 2 + random() * (step / 2);
   const hint =
-    failure.kind === 'status' ? (failure.retryAfterMs ?? retryAfterMs(failure.retryAfter)) : undefined;
+    failure.kind === 'status'
+      ? (failure.retryAfterMs ?? retryAfterMs(failure.retryAfter))
+      : failure.kind === 'answer'
+        ? failure.retryAfterMs
+        : undefined;
   return Math.min(maxDelayMs, MAX_TIMER_MS, Math.max(backoff, hint ?? 0));
 }
 

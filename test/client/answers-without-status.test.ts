@@ -1,0 +1,105 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { httpLink, TRPCClientError, type TRPCLink } from '@trpc/client';
+import type { AnyTRPCRouter } from '@trpc/server';
+import { observable } from '@trpc/server/observable';
+import { afterEach, describe, expect, it } from 'vitest';
+import { idempotencyHeaders, idempotencyLink, idempotentFetch } from '../../src/client/index.js';
+import { clientOf } from './link-client.js';
+
+const retry = { attempts: 3, baseDelayMs: 1, maxDelayMs: 5 };
+const closers: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+});
+
+/**
+ * A server that answers every request with `status` and `body`, its `Idempotency-Attempt` written
+ * down; with `cut`, the connection drops after the body's first 100 bytes.
+ */
+async function answering(status: number, body: string, { cut = false, type = 'application/json' } = {}) {
+  const attempts: (string | undefined)[] = [];
+  const server = createServer((request, response) => {
+    attempts.push(request.headers['idempotency-attempt'] as string | undefined);
+    request.resume();
+    request.on('end', () => {
+      response.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+      if (!cut) return response.end(body);
+      response.write(body.slice(0, 100));
+      setTimeout(() => response.socket?.destroy(), 20);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => new Promise((resolve) => server.close(resolve)));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, attempts };
+}
+
+const outcomeUnknown = (code: string) =>
+  JSON.stringify({ errors: [{ message: 'outcome unknown '.repeat(100), extensions: { code } }] });
+
+describe('idempotentFetch and an answer whose body is cut off', () => {
+  it.each([
+    [500, 'IDEMPOTENCY_OUTCOME_UNKNOWN'],
+    [422, 'IDEMPOTENCY_KEY_MISMATCH'],
+  ])('does not send again after a %i %s: its status already said not to', async (status, code) => {
+    const server = await answering(status, outcomeUnknown(code), { cut: true });
+    const error = await idempotentFetch(fetch, { retry })(`${server.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: 'mutation { pay }' }),
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(server.attempts).toEqual(['1']);
+  });
+
+  it('sends again after a success whose body is cut off: the next attempt replays it', async () => {
+    const server = await answering(200, JSON.stringify({ data: { pay: 'x'.repeat(500) } }), { cut: true });
+    await idempotentFetch(fetch, { retry })(`${server.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: 'mutation { pay }' }),
+    }).catch(() => undefined);
+    expect(server.attempts).toEqual(['1', '2', '3']);
+  });
+});
+
+describe('idempotencyLink and an answer without a status', () => {
+  /** A terminating link like wsLink: each call answered with the server's error shape, no response. */
+  const answeredWith =
+    (data: Record<string, unknown>, keys: string[]): TRPCLink<AnyTRPCRouter> =>
+    () =>
+    ({ op }) =>
+      observable((observer) => {
+        keys.push((op.input as { idempotencyKey: string }).idempotencyKey);
+        observer.error(TRPCClientError.from({ error: { message: 'failed', code: -32603, data } }));
+      });
+
+  it('does not send again after an answer naming IDEMPOTENCY_OUTCOME_UNKNOWN without httpStatus', async () => {
+    const keys: string[] = [];
+    const data = { code: 'INTERNAL_SERVER_ERROR', idempotencyCode: 'IDEMPOTENCY_OUTCOME_UNKNOWN' };
+    const client = clientOf({ links: [idempotencyLink({ retry }), answeredWith(data, keys)] });
+    const error = await client.pay.mutate({ amount: 5 }).catch((e: unknown) => e);
+    expect((error as TRPCClientError<AnyTRPCRouter>).data).toMatchObject(data);
+    expect(keys).toHaveLength(1);
+  });
+
+  it('sends again, with the same key, after one naming IDEMPOTENCY_KEY_IN_PROGRESS', async () => {
+    const keys: string[] = [];
+    const data = { code: 'CONFLICT', idempotencyCode: 'IDEMPOTENCY_KEY_IN_PROGRESS', retryAfterMs: 1 };
+    const client = clientOf({ links: [idempotencyLink({ retry }), answeredWith(data, keys)] });
+    await client.pay.mutate({ amount: 5 }).catch(() => undefined);
+    expect(keys).toHaveLength(3);
+    expect(new Set(keys).size).toBe(1);
+  });
+
+  it('does not send again after an answer whose body is not JSON (a proxy’s error page)', async () => {
+    const server = await answering(500, '<html><body>Internal Server Error</body></html>', {
+      type: 'text/html',
+    });
+    const client = clientOf({
+      links: [idempotencyLink({ retry }), httpLink({ url: server.url, headers: idempotencyHeaders })],
+    });
+    await client.pay.mutate({ amount: 5 }).catch(() => undefined);
+    expect(server.attempts).toEqual(['1']);
+  });
+});
