@@ -179,21 +179,21 @@ async function completing<T, Tx>(
 /**
  * What a failed transaction answers. A replayable error of the resolver's is the answer even when
  * it could not be kept (nothing committed; the key stays free), not the store's failure; one the
- * transaction did not get to keep (no savepoint, or the database ended the transaction) is kept by
- * a transaction of its own.
+ * transaction did not keep (no savepoint, the database ended the transaction, or keeping it there
+ * failed) is kept by a transaction of its own.
  */
 async function failureAnswer<T, Tx>(
   call: Call<T, Tx>,
   error: unknown,
   resolverError: ResolverError | undefined,
 ): Promise<unknown> {
-  if (resolverError && resolverError.error === error && resolverError.replayable) {
-    await storeError(call, error).catch(() => undefined);
-    return error;
+  if (
+    resolverError &&
+    (resolverError.keeping || (resolverError.error === error && resolverError.replayable))
+  ) {
+    await storeError(call, resolverError.error).catch(() => undefined);
+    return resolverError.error;
   }
-  if (resolverError?.keeping) return resolverError.error;
-  // The store cannot tell what of the call committed (MariaDB: the database ended the transaction
-  // and the session went on outside it).
   if (isIdempotencyError(error) && error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN') call.emit('outcome_unknown');
   return error;
 }

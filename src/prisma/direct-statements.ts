@@ -18,6 +18,12 @@ export interface Opening {
    * and the session went on outside it: that statement committed on its own.
    */
   wentOnAfterConflict?: () => boolean;
+  /**
+   * Once `direct` is set: refuses, from now on, every statement of Prisma's (the resolver's) but
+   * the transaction's end, so that what the transaction commits is only what the store sends next.
+   * A statement Prisma handed the adapter before comes first.
+   */
+  seal?: () => void;
 }
 
 /**
@@ -146,9 +152,10 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
           // MySQL/MariaDB end the whole transaction at a conflict, and the session goes on outside
           // it; PostgreSQL's goes on inside it (rolled back to a savepoint), or fails.
           const endsAtConflict = (adapter as { provider?: string }).provider === 'mysql';
-          const { prismaSide, direct, wentOnAfterConflict } = guarded(transaction, endsAtConflict);
+          const { prismaSide, direct, wentOnAfterConflict, seal } = guarded(transaction, endsAtConflict);
           opening.direct = direct;
           opening.wentOnAfterConflict = wentOnAfterConflict;
+          opening.seal = seal;
           opening.adapterName = (transaction as { adapterName?: string }).adapterName;
           return prismaSide;
         },
@@ -160,7 +167,8 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
 /**
  * `transaction` for Prisma, which marks it closed as Prisma ends it, and the store's raw queries on
  * it, which fail once it is closed: the connection goes back to the pool then, and a statement
- * sent on it would run outside the transaction, or in another one.
+ * sent on it would run outside the transaction, or in another one. Once sealed, Prisma's side
+ * refuses every statement but the transaction's end.
  */
 function guarded(
   transaction: AdapterTransaction,
@@ -169,8 +177,10 @@ function guarded(
   prismaSide: AdapterTransaction;
   direct: AdapterQueries;
   wentOnAfterConflict: (() => boolean) | undefined;
+  seal: () => void;
 } {
   let closed = false;
+  let sealed = false;
   let conflicted = false;
   let wentOn = false;
   const ended: Replacement = (original) => {
@@ -193,6 +203,7 @@ function guarded(
       closed = true;
       return original(query);
     }
+    if (sealed) return Promise.reject(new SealedTransactionError());
     return endsAtConflict ? noted(original(query)) : original(query);
   };
   const prismaSide = withMethods(transaction, {
@@ -216,7 +227,25 @@ function guarded(
     queryRaw: (query) => sent(() => transaction.queryRaw(query)),
     executeRaw: (query) => sent(() => transaction.executeRaw(query)),
   };
-  return { prismaSide, direct, wentOnAfterConflict: endsAtConflict ? () => wentOn : undefined };
+  return {
+    prismaSide,
+    direct,
+    wentOnAfterConflict: endsAtConflict ? () => wentOn : undefined,
+    seal: () => {
+      sealed = true;
+    },
+  };
+}
+
+/**
+ * A statement of the resolver's sent after it failed with an error the store keeps in its place
+ * (a concurrent branch of the resolver still writing): refused, so it never commits with that error.
+ */
+export class SealedTransactionError extends Error {
+  override name = 'SealedTransactionError';
+  constructor() {
+    super('The resolver failed, and its transaction now keeps only its error: this statement was not sent');
+  }
 }
 
 /** A method in place of another, which it is given bound to its object. */

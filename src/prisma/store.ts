@@ -150,7 +150,9 @@ export function prismaStore<Client extends PrismaClientLike>(
     },
 
     transaction: (work) =>
-      interactive((tx, own, withCommit) => work(sessionOf(tx, own, withCommit)), { askIfAborted: true }),
+      interactive((tx, own, withCommit, seal) => work(sessionOf(tx, own, withCommit, seal)), {
+        askIfAborted: true,
+      }),
 
     lease: leaseOperations(),
     steps: stepOperations(),
@@ -190,7 +192,12 @@ export function prismaStore<Client extends PrismaClientLike>(
    * MySQL/MariaDB and SQLite would commit the rest of the transaction without it.
    */
   function interactive<T>(
-    work: (tx: Tx & PrismaQueryable, own: PrismaQueryable, withCommit?: WithCommit) => Promise<T>,
+    work: (
+      tx: Tx & PrismaQueryable,
+      own: PrismaQueryable,
+      withCommit?: WithCommit,
+      seal?: () => void,
+    ) => Promise<T>,
     { askIfAborted = false } = {},
   ): Promise<T> {
     return retryingTransaction(
@@ -210,6 +217,7 @@ export function prismaStore<Client extends PrismaClientLike>(
                       tx,
                       queryableOf(opening.direct),
                       sendsInOrder(opening, provider) ? withCommit : undefined,
+                      opening.seal,
                     )
                   : work(tx, tx),
               {
@@ -306,14 +314,17 @@ export function prismaStore<Client extends PrismaClientLike>(
 
   /**
    * The claim's transaction: `tx` for the resolver, `own` for the store's statements, `withCommit`
-   * for a completion sent with the commit (see `interactive`).
+   * for a completion sent with the commit, `seal` to refuse the resolver's statements from then on
+   * (see `interactive`; both only where the store's statements skip the client).
    */
   function sessionOf(
     tx: Tx,
     own: PrismaQueryable,
     withCommit: WithCommit | undefined,
+    seal: (() => void) | undefined,
   ): TransactionSession<Tx> {
     return {
+      ...(seal && { savepoint: () => savepoint((sql) => changes(own, sql), withCommit, seal) }),
       tx,
       completesWithCommit: withCommit !== undefined,
       async claim(claim) {
@@ -354,28 +365,40 @@ export function prismaStore<Client extends PrismaClientLike>(
         withCommit?.(completed);
         return completed;
       },
-      async savepoint() {
-        const marked = Promise.resolve(changes(own, { text: 'SAVEPOINT idempotency_claimed', values: [] }));
-        // Sent in order with the resolver's statements (as a completion with the commit): not waited
-        // for. Should it fail, the transaction is aborted and every statement after it fails too.
-        if (withCommit) marked.catch(() => undefined);
-        else await marked;
-        return async (error) => {
-          // A failure the store answers itself (a write conflict it runs again, the database gone,
-          // the transaction expired): not kept, but thrown to \`retryingTransaction\` as before.
-          const database = databaseErrorIn(error);
-          if (database !== undefined && classify(database) !== undefined) return false;
-          await marked;
-          await changes(own, { text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
-          return true;
-        };
-      },
     };
   }
 }
 
 /** Takes a statement sent but not awaited, to be awaited once the transaction committed. */
 type WithCommit = (sent: Promise<unknown>) => void;
+
+/**
+ * Marks where the resolver's writes begin, and returns the way back there for a replayable error
+ * (see `TransactionSession.savepoint`). Going back seals the transaction first: a statement a branch
+ * of the resolver still running sends afterwards is refused, never to commit with the error, and
+ * one it sent before comes ahead of the rollback on the connection, which undoes it.
+ */
+async function savepoint(
+  send: (statement: Sql) => PromiseLike<unknown>,
+  withCommit: WithCommit | undefined,
+  seal: () => void,
+): Promise<(error: unknown) => Promise<boolean>> {
+  const marked = Promise.resolve(send({ text: 'SAVEPOINT idempotency_claimed', values: [] }));
+  // Sent in order with the resolver's statements (as a completion with the commit): not waited for.
+  // Should it fail, the transaction is aborted and every statement after it fails too.
+  if (withCommit) marked.catch(() => undefined);
+  else await marked;
+  return async (error) => {
+    // A failure the store answers itself (a write conflict it runs again, the database gone, the
+    // transaction expired): not kept, but thrown to `retryingTransaction` as any error is.
+    const database = databaseErrorIn(error);
+    if (database !== undefined && classify(database) !== undefined) return false;
+    seal();
+    await marked;
+    await send({ text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
+    return true;
+  };
+}
 
 /** PostgreSQL's `division_by_zero`, which its completion raises when it finds no claim. */
 const DIVISION_BY_ZERO = '22012';

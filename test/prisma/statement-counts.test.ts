@@ -96,38 +96,41 @@ const url = process.env.TEST_POSTGRES_URL;
     expect(sent).toEqual(['BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
   });
 
-  it('with replayErrors: a savepoint after the claim; a replayable error goes back to it and is stored', async () => {
-    const scope = uniqueScope();
-    const store = prismaStore(one.prisma);
-    const declined = new Error('card declined');
-    const options = { store, scope, operation: 'pay', input: {}, firstAttempt: true };
-    const replayErrors = (error: unknown) => error === declined;
-    const paid = await counted(one, () =>
-      runIdempotent({ ...options, key: 'paid', replayErrors }, pay(scope)),
-    );
-    expect(paid).toEqual([
-      'BEGIN',
-      CLAIM,
-      'SAVEPOINT',
-      'INSERT payments',
-      'UPDATE idempotency_records',
-      'COMMIT',
-    ]);
-    const refused = await counted(one, () =>
-      runIdempotent({ ...options, key: 'declined', replayErrors }, async (tx) => {
-        await pay(scope)(tx);
-        throw declined;
-      }).catch(() => undefined),
-    );
-    expect(refused).toEqual([
-      'BEGIN',
-      CLAIM,
-      'SAVEPOINT',
-      'INSERT payments',
-      'ROLLBACK',
-      'UPDATE idempotency_records',
-      'COMMIT',
-    ]);
+  it.each([
+    // Past the client: a savepoint after the claim, and a replayable error kept back at it.
+    [true, ['SAVEPOINT'], ['ROLLBACK', 'UPDATE idempotency_records', 'COMMIT']],
+    // Through it: no savepoint; the error is kept by a transaction of its own after the rollback
+    // (and the question whether the database had aborted the transaction, as after any error).
+    [false, [], ['SELECT', 'ROLLBACK', 'BEGIN', CLAIM, 'UPDATE idempotency_records', 'COMMIT']],
+  ])('with replayErrors, directStatements %s: what keeping an error sends', async (direct, marked, kept) => {
+    const client = countedClient({ direct });
+    try {
+      const scope = uniqueScope();
+      const store = prismaStore(client.prisma);
+      const declined = new Error('card declined');
+      const options = { store, scope, operation: 'pay', input: {}, firstAttempt: true };
+      const replayErrors = (error: unknown) => error === declined;
+      const paid = await counted(client, () =>
+        runIdempotent({ ...options, key: 'paid', replayErrors }, pay(scope)),
+      );
+      expect(paid).toEqual([
+        'BEGIN',
+        CLAIM,
+        ...marked,
+        'INSERT payments',
+        'UPDATE idempotency_records',
+        'COMMIT',
+      ]);
+      const refused = await counted(client, () =>
+        runIdempotent({ ...options, key: 'declined', replayErrors }, async (tx) => {
+          await pay(scope)(tx);
+          throw declined;
+        }).catch(() => undefined),
+      );
+      expect(refused).toEqual(['BEGIN', CLAIM, ...marked, 'INSERT payments', ...kept]);
+    } finally {
+      await client.prisma.$disconnect();
+    }
   });
 
   it('a first attempt whose key already completed (a wrong hint): replayed through the claim', async () => {

@@ -23,10 +23,16 @@ describeEachDatabase('prismaStore', (db) => {
   // A store a call: each plays another server on the same database. Time passes for a scope's
   // records and steps as the database sees it (their stored times move back). Every statement goes
   // through the Prisma client, as with a driver adapter not wrapped by `directStatements`.
-  runStoreConformance(`${db.name}, every statement through the client`, () => ({
-    store: () => prismaStore(throughClient) as PrismaStore<unknown>,
-    travel: recordTravel(throughClient, db.provider),
-  }));
+  runStoreConformance(
+    `${db.name}, every statement through the client`,
+    () => ({
+      store: () => prismaStore(throughClient) as PrismaStore<unknown>,
+      travel: recordTravel(throughClient, db.provider),
+    }),
+    // Through the client the store cannot refuse a resolver's straggling statement after going back
+    // to a savepoint, so it takes none.
+    { savepoints: false },
+  );
 
   // The same contract as `adapterForUrl` sets it up: the store's statements in a transaction go
   // straight through the driver adapter's transaction (`directStatements`), and here the reads
