@@ -208,7 +208,8 @@ withDatabaseOptions(
           (r) =>
             `${r.scope}\t${r.key}\t${r.operation}\tcreated ${r.createdAt.toISOString()}\t` +
             `lease ended ${r.lockedUntil?.toISOString() ?? 'never set'}\texpires ${r.expiresAt.toISOString()}\t` +
-            (r.steps.length ? `reached step ${r.steps.length} "${r.steps.at(-1)}"` : 'no steps'),
+            // Positions may skip (a step whose fn failed stored nothing): the count is of those stored.
+            (r.steps.length ? `last step "${r.steps.at(-1)}" (${r.steps.length} stored)` : 'no steps'),
         )
         .join('\n'),
     );
@@ -306,7 +307,11 @@ function explain(error: unknown, url: string | undefined, table: string): string
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
   const names = [table.split('.').at(-1) ?? table, STEPS_TABLE];
-  if (names.some((name) => text.includes(name)) && /exist|no such table/i.test(text)) {
+  if (!names.some((name) => text.includes(name))) return text;
+  if (/already exists/i.test(text)) {
+    return `${text} (the table is there, but _prisma_migrations does not record the migration that creates it, which ran again: it was made another way, such as prisma db push; record that migration as applied, prisma migrate resolve --applied <name>, rather than run it)`;
+  }
+  if (/not exist|doesn't exist|no such table/i.test(text)) {
     // The folder of the package as installed (node_modules/idempotent-mutations/prisma/…).
     const folder = url
       ? shippedMigrationsFolder(providerOfUrl(url))

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Provider } from './client.js';
+import { isBusy } from './database-errors.js';
 import { connectedSchemaOf, quotedName, recordsTable } from './records-table.js';
 
 /**
@@ -55,6 +56,7 @@ export interface MigrationTransaction {
   /** `true`: `commit` and `rollback` end the transaction; `false`: they only release its connection. */
   readonly options: { usePhantomQuery: boolean };
   executeRaw(query: RawQuery): Promise<number>;
+  queryRaw(query: RawQuery): Promise<{ rows: unknown[][] }>;
   commit(): Promise<void>;
   rollback(): Promise<void>;
 }
@@ -111,21 +113,37 @@ export async function applyMigrations(
   for (const { name, sql } of migrations) {
     if (applied.has(name)) continue;
     // Names are folder names and the checksum is hex: safe to write as literals.
-    const record = `INSERT INTO ${table} (id, checksum, finished_at, migration_name, applied_steps_count) VALUES ('${randomUUID()}', '${createHash('sha256').update(sql).digest('hex')}', CURRENT_TIMESTAMP, '${name.replace(/'/g, "''")}', 1)`;
+    const quotedName = `'${name.replace(/'/g, "''")}'`;
+    const record = `INSERT INTO ${table} (id, checksum, finished_at, migration_name, applied_steps_count) VALUES ('${randomUUID()}', '${createHash('sha256').update(sql).digest('hex')}', CURRENT_TIMESTAMP, ${quotedName}, 1)`;
+    // Another run (a second server starting) may have applied it since the list was read: each
+    // migration is applied under a lock, once its record is found missing under that lock.
+    const recorded = `SELECT 1 FROM ${table} WHERE migration_name = ${quotedName} AND finished_at IS NOT NULL AND rolled_back_at IS NULL`;
+    let applying: boolean;
     if (provider === 'mysql') {
       // MySQL commits each DDL statement on its own: they run one by one.
-      for (const statement of mysqlStatements(sql)) await run(statement);
-      await run(record);
+      applying = await inMysqlLock(db, recorded, [...mysqlStatements(sql), record]);
     } else if (provider === 'sqlite') {
-      await scriptInOneTransaction(db, `${sql}\n;${record};`);
+      applying = await scriptInOneTransaction(db, recorded, `${sql}\n;${record};`);
     } else {
       const searchPath = inSchema === undefined ? [] : [`SET LOCAL search_path TO ${inSchema}`];
-      await statementsInOneTransaction(db, [...searchPath, sql, record]);
+      // CockroachDB has no advisory locks: its transactions are serializable, and the second run's
+      // record (or its CREATE) fails instead.
+      const lock = provider === 'postgresql' ? `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})` : undefined;
+      applying = await statementsInOneTransaction(db, lock, recorded, [...searchPath, sql, record]);
     }
-    ran.push(name);
+    if (applying) ran.push(name);
   }
   return ran;
 }
+
+/**
+ * The lock `prisma migrate` takes while it migrates (PostgreSQL's advisory lock key, MySQL's lock
+ * name), so this and `prisma migrate deploy` never run a migration at once either.
+ */
+const MIGRATION_LOCK = 72707369;
+const MYSQL_MIGRATION_LOCK = 'prisma_migrate';
+/** How long a run waits for another run's migrations, in seconds. */
+const LOCK_WAIT_SECONDS = 300;
 
 /**
  * MySQL/MariaDB: the statements of a migration script, split at each `;` outside strings, quoted
@@ -146,6 +164,8 @@ export function mysqlStatements(script: string): string[] {
       const end = script.indexOf('\n', i);
       i = end === -1 ? script.length : end;
     } else if (script.startsWith('/*', i)) {
+      // `/*! … */` and `/*M! … */` (mysqldump's) are code the server runs, not comments.
+      if (script.startsWith('/*!', i) || script.startsWith('/*M!', i)) code = true;
       const end = script.indexOf('*/', i + 2);
       i = end === -1 ? script.length : end + 1;
     } else if (character === ';') {
@@ -184,37 +204,96 @@ async function schemaExists(db: MigrationTarget, schema: string): Promise<boolea
 }
 
 /**
- * SQLite: runs `script` in one transaction. better-sqlite3 runs a script as SQLite splits it (a
- * trigger's `BEGIN … END` included), on the adapter's one connection.
+ * SQLite: runs `script` in one transaction, unless `recorded` finds it applied once the transaction
+ * holds the database's write lock (`BEGIN IMMEDIATE`, which waits for another run's). better-sqlite3
+ * runs a script as SQLite splits it (a trigger's `BEGIN … END` included), on the adapter's one
+ * connection. Whether it ran.
  */
-async function scriptInOneTransaction(db: MigrationTarget, script: string): Promise<void> {
+async function scriptInOneTransaction(
+  db: MigrationTarget,
+  recorded: string,
+  script: string,
+): Promise<boolean> {
+  // The connection's busy timeout is short (adapterForUrl's 50 ms): another run's migration is
+  // waited for here, without holding up the event loop.
+  const deadline = performance.now() + LOCK_WAIT_SECONDS * 1_000;
+  for (let pause = 5; ; pause = Math.min(pause * 2, 250)) {
+    try {
+      await db.executeScript('BEGIN IMMEDIATE');
+      break;
+    } catch (error) {
+      if (!isBusy(error) || performance.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
   try {
-    await db.executeScript(`BEGIN;\n${script}\nCOMMIT;`);
+    if ((await db.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length > 0) {
+      await db.executeScript('ROLLBACK');
+      return false;
+    }
+    await db.executeScript(`${script}\nCOMMIT;`);
+    return true;
   } catch (error) {
     // A failed script stops where it failed, inside the transaction.
-    try {
-      await db.executeScript('ROLLBACK');
-    } catch {
-      // No transaction was open: BEGIN itself failed.
-    }
+    await db.executeScript('ROLLBACK').catch(() => undefined);
     throw error;
   }
 }
 
 /**
- * PostgreSQL, CockroachDB: runs `statements` in one transaction, on the one connection it holds.
- * A statement may be a whole script: sent without parameters, `pg` uses the simple query protocol,
+ * MySQL/MariaDB: runs `statements` one by one on a connection of its own (each DDL statement
+ * commits by itself), holding the migration lock, unless `recorded` finds them applied once it
+ * holds it. Whether they ran.
+ */
+async function inMysqlLock(
+  db: MigrationTarget,
+  recorded: string,
+  statements: readonly string[],
+): Promise<boolean> {
+  const session = await db.startTransaction();
+  const query = (sql: string) => session.queryRaw({ sql, args: [], argTypes: [] });
+  try {
+    const [[locked]] = (await query(`SELECT GET_LOCK('${MYSQL_MIGRATION_LOCK}', ${LOCK_WAIT_SECONDS})`))
+      .rows as [[unknown]];
+    if (Number(locked) !== 1) {
+      throw new Error(`Another run held the migration lock for ${LOCK_WAIT_SECONDS} s: nothing was applied`);
+    }
+    try {
+      if ((await query(recorded)).rows.length > 0) return false;
+      for (const statement of statements)
+        await session.executeRaw({ sql: statement, args: [], argTypes: [] });
+      return true;
+    } finally {
+      await query(`SELECT RELEASE_LOCK('${MYSQL_MIGRATION_LOCK}')`);
+    }
+  } finally {
+    await session.commit();
+  }
+}
+
+/**
+ * PostgreSQL, CockroachDB: runs `statements` in one transaction, on the one connection it holds,
+ * once it took `lock` and found no record of them (`recorded`); whether they ran. A statement may be
+ * a whole script: sent without parameters, `pg` uses the simple query protocol,
  * which takes several statements (and splits them as the server does, dollar quotes and all). Not
  * `executeScript`: `@prisma/adapter-pg`'s splits on `;` and sends each piece to the pool on its
  * own, where each commits by itself. As Prisma's client does, `COMMIT` and `ROLLBACK` are sent here when the
  * adapter's `commit` and `rollback` only hand the connection back (`usePhantomQuery: false`, as
  * `@prisma/adapter-pg`'s).
  */
-async function statementsInOneTransaction(db: MigrationTarget, statements: readonly string[]): Promise<void> {
+async function statementsInOneTransaction(
+  db: MigrationTarget,
+  lock: string | undefined,
+  recorded: string,
+  statements: readonly string[],
+): Promise<boolean> {
   const tx = await db.startTransaction();
   const run = (sql: string) => tx.executeRaw({ sql, args: [], argTypes: [] });
+  let applying = false;
   try {
-    for (const statement of statements) await run(statement);
+    if (lock !== undefined) await run(lock);
+    applying = (await tx.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length === 0;
+    if (applying) for (const statement of statements) await run(statement);
     if (!tx.options.usePhantomQuery) await run('COMMIT');
   } catch (error) {
     if (!tx.options.usePhantomQuery) await run('ROLLBACK').catch(() => undefined);
@@ -222,4 +301,5 @@ async function statementsInOneTransaction(db: MigrationTarget, statements: reado
     throw error;
   }
   await tx.commit();
+  return applying;
 }

@@ -12,9 +12,13 @@ const PARAMETER = /([?&;\s]|^)([A-Za-z_][\w.-]*)=('(?:[^'\\]|\\.)*'?|[^&#;\s]*)/
 
 /**
  * A URL's scheme and user info: everything up to the last `@` before the first `/`, as MariaDB's
- * driver reads it, so a password may hold `@`, `?` or `#` (`mysql://app:hun#ter2@db/app`).
+ * driver reads it, so a password may hold `@`, `?` or `#` (`mysql://app:hun#ter2@db/app`); or, with
+ * no `@` before the first `/`, up to the last `@` that a host and then a `/` or the end follow, so a
+ * password may hold `/` too (`postgresql://app:s3cr/etPw@db/app`, a generated password unencoded).
  */
 const USER_INFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/]*)@/i;
+const USER_INFO_WITH_SLASH = /^([a-z][a-z0-9+.-]*:\/\/)(.*)@(?=[^@/]*(?:\/|$))/i;
+const userInfoOf = (url: string) => USER_INFO.exec(url) ?? USER_INFO_WITH_SLASH.exec(url);
 
 /**
  * The URL with every credential in it replaced by `***`: the password of its user info and the
@@ -22,14 +26,17 @@ const USER_INFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/]*)@/i;
  * …). The rest stays as written, so the message still says which database was meant.
  */
 export function redact(url: string): string {
-  return url
-    .replace(USER_INFO, (_, scheme: string, userInfo: string) => {
-      const colon = userInfo.indexOf(':');
-      return `${scheme}${colon < 0 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
-    })
-    .replace(PARAMETER, (whole, before: string, name: string, value: string) =>
-      SECRET_PARAMETER.test(name) && value ? `${before}${name}=***` : whole,
-    );
+  const found = userInfoOf(url);
+  const withoutPassword = found ? `${found[1]}${userOf(found[2]!)}@${url.slice(found[0].length)}` : url;
+  return withoutPassword.replace(PARAMETER, (whole, before: string, name: string, value: string) =>
+    SECRET_PARAMETER.test(name) && value ? `${before}${name}=***` : whole,
+  );
+}
+
+/** User info with its password, if it has one, as `***`. */
+function userOf(userInfo: string): string {
+  const colon = userInfo.indexOf(':');
+  return colon < 0 ? userInfo : `${userInfo.slice(0, colon)}:***`;
 }
 
 /** A URL inside free text: from its scheme to the next whitespace, less a closing quote. */
@@ -60,7 +67,7 @@ function secretsOf(url: string): string[] {
     // A one- or two-character value would blank out unrelated text; the URL itself is redacted anyway.
     for (const form of [value, safeDecode(value)]) if (form.length >= 3) found.add(form);
   };
-  const userInfo = USER_INFO.exec(url)?.[2];
+  const userInfo = userInfoOf(url)?.[2];
   const colon = userInfo?.indexOf(':') ?? -1;
   if (userInfo && colon >= 0) add(userInfo.slice(colon + 1));
   for (const [, , name, value] of url.matchAll(PARAMETER)) {

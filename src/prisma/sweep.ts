@@ -13,7 +13,10 @@ export interface SweepOptions {
    * @default 1_000
    */
   batchSize?: number | undefined;
-  /** Stops after this many batches; what is left waits for the next sweep. @default Infinity */
+  /**
+   * Stops after this many batches (`DELETE` statements), the records' and then the steps' together;
+   * what is left waits for the next sweep. @default Infinity
+   */
   maxBatches?: number | undefined;
   /** Stops the sweep between two batches; the count deleted so far is returned. */
   signal?: AbortSignal | undefined;
@@ -64,17 +67,20 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     client.$queryRawUnsafe(tablesExistQuery([tables.records, tables.steps])),
   );
   let deleted = 0;
-  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
+  let sent = 0;
+  while (sent < maxBatches && !signal?.aborted) {
     const { count, found } = await records();
+    sent++;
     deleted += count;
     const more = found >= batchSize;
-    onBatch?.({ batches, deleted, more });
+    onBatch?.({ batches: sent, deleted, more });
     if (!more) break;
     await breathe();
   }
-  // Then the expired steps whose record is gone, in the same bounded batches (not counted).
-  for (let batches = 1; batches <= maxBatches && !signal?.aborted; batches++) {
+  // Then the expired steps whose record is gone, within the same budget of batches (not counted).
+  while (sent < maxBatches && !signal?.aborted) {
     const { found } = await steps();
+    sent++;
     if (found < batchSize) break;
     await breathe();
   }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -183,7 +183,7 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
       },
     ]);
     const table = await cli(['stuck', '--database-url', url]);
-    expect(table.stdout).toMatch(/^b\tstuck\ttest\.op\t.*\treached step 2 "charge"$/m);
+    expect(table.stdout).toMatch(/^b\tstuck\ttest\.op\t.*\tlast step "charge" \(2 stored\)$/m);
   });
   it.each([
     ['a day behind', -DAY],
@@ -387,6 +387,19 @@ describe('the idempotent-mutations CLI on bad input', () => {
       'migrate --print of an unsupported URL',
       ['migrate', '--print', '--database-url', 'mongodb://u:hunter2@h/db'],
     ],
+    // A generated password with an unencoded `/`, which the drivers misread as the host's end.
+    [
+      'a PostgreSQL password holding /',
+      ['stats', '--database-url', 'postgresql://app:/hunter2@127.0.0.1:1/app'],
+    ],
+    [
+      'a MariaDB password holding /',
+      [
+        'stats',
+        '--database-url',
+        'mariadb://app:/hunter2@127.0.0.1:1/t?connectTimeout=500&acquireTimeout=1000',
+      ],
+    ],
   ])('never echoes a credential of %s', async (_, args) => {
     const outcome = await cli(args);
     expect(outcome.code).toBe(1);
@@ -403,6 +416,10 @@ describe('the idempotent-mutations CLI on bad input', () => {
     [
       'an unknown option with a space in the password',
       ['stats', '--database_url=postgresql://app:hunter2 hunter3@db/app'],
+    ],
+    [
+      'an unknown option with a / in the password',
+      ['stats', '--database_url=postgresql://app:hun/ter2@db/app'],
     ],
     ['an unknown command', ['mysql://root:hunter2@db/app']],
     ['an invalid number', ['sweep', '--batch-size', 'mysql://root:hunter2@db/app']],
@@ -489,6 +506,23 @@ describe('the idempotent-mutations CLI on bad input', () => {
       '20261201000000_idempotency_steps_expiry',
       'migration_lock.toml',
     ]);
+  });
+
+  it('says, of a table migrate finds there unrecorded, to record its migration rather than run it', async () => {
+    await rm('.tmp/cli-migrate/unrecorded.db', { force: true });
+    await mkdir('.tmp/cli-migrate', { recursive: true });
+    const url = 'file:.tmp/cli-migrate/unrecorded.db';
+    expect((await cli(['migrate', '--database-url', url])).code).toBe(0);
+    // As if the tables came from prisma db push: there, with no migration recorded.
+    const prisma = await connect({ ...databases[0]!, url });
+    try {
+      await prisma.$executeRawUnsafe('DELETE FROM _prisma_migrations');
+    } finally {
+      await prisma.$disconnect();
+    }
+    const outcome = await cli(['migrate', '--database-url', url]);
+    expectOneLineError(outcome, /idempotency_records.*already exists.*prisma migrate resolve --applied/);
+    expect(outcome.stderr).not.toContain('create the table');
   });
 
   it('deletes nothing without the durable steps’ table, and names it with the command that creates it', async () => {

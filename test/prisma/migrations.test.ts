@@ -80,6 +80,20 @@ describe('mysqlStatements', () => {
       'INSERT INTO `t;1` (`id`) VALUES (1--1)',
     ]);
   });
+
+  it('keeps the conditional comments of a mysqldump, which the server runs', () => {
+    const script = [
+      '/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */;',
+      '/*M!100616 SET @OLD_NOTE_VERBOSITY=@@NOTE_VERBOSITY, NOTE_VERBOSITY=0 */;',
+      '/* a plain comment */;',
+      'SELECT 1;',
+    ].join('\n');
+    expect(mysqlStatements(script).map((statement) => statement.trim())).toEqual([
+      '/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */',
+      '/*M!100616 SET @OLD_NOTE_VERBOSITY=@@NOTE_VERBOSITY, NOTE_VERBOSITY=0 */',
+      'SELECT 1',
+    ]);
+  });
 });
 
 describeEachDatabase('applying migrations', (shared) => {
@@ -104,6 +118,31 @@ describeEachDatabase('applying migrations', (shared) => {
         sql(`SELECT migration_name FROM _prisma_migrations WHERE migration_name = '${NAME}'`),
       )
     ).rows.map(([name]) => name);
+
+  it('applies a migration once when two runs start at once (two servers starting)', async () => {
+    await adapter.executeRaw(sql('CREATE TABLE race_counter (n INTEGER NOT NULL)'));
+    await adapter.executeRaw(sql('INSERT INTO race_counter VALUES (0)'));
+    const pause =
+      { postgresql: 'SELECT pg_sleep(0.3);\n', mysql: 'DO SLEEP(0.3);\n' }[provider as string] ?? '';
+    const bump = [{ name: '20990101000001_bump', sql: `${pause}UPDATE race_counter SET n = n + 1;\n` }];
+    const other = (await (await adapterForUrl(isolated.db.url!)).connect()) as Adapter;
+    try {
+      const ran = await Promise.all([
+        applyMigrations(adapter, provider, bump),
+        applyMigrations(other, provider, bump),
+      ]);
+      expect(ran.flat()).toEqual(['20990101000001_bump']);
+    } finally {
+      await other.dispose();
+    }
+    expect((await adapter.queryRaw(sql('SELECT n FROM race_counter'))).rows.map(([n]) => Number(n))).toEqual([
+      1,
+    ]);
+    const records = await adapter.queryRaw(
+      sql("SELECT migration_name FROM _prisma_migrations WHERE migration_name = '20990101000001_bump'"),
+    );
+    expect(records.rows).toHaveLength(1);
+  });
 
   // Registered only where it applies: no skipped case on the other databases.
   if (provider !== 'mysql')

@@ -33,6 +33,18 @@ describe('redact', () => {
     // A quoted libpq value, spaces and escaped quotes in it: hidden whole.
     ["host=db password='hunter 2 \\'x' dbname=app", 'host=db password=*** dbname=app'],
     ['file:./dev.db', 'file:./dev.db'],
+    // A generated password with an unencoded `/`: the user info runs to the `@` before the host.
+    ['postgresql://app:s3cr/etPw@db.example/app', 'postgresql://app:***@db.example/app'],
+    [
+      'mysql://app:/s3cr/etPw@127.0.0.1:3306/app?connectTimeout=500',
+      'mysql://app:***@127.0.0.1:3306/app?connectTimeout=500',
+    ],
+    ['postgresql://app:s3cr/etPw@db', 'postgresql://app:***@db'],
+    // An `@` in the query is no user info's end.
+    [
+      'postgresql://app:s3cret@db/app?application_name=me@ci',
+      'postgresql://app:***@db/app?application_name=me@ci',
+    ],
   ])('hides the credentials of %s', (url, expected) => {
     expect(redact(url)).toBe(expected);
   });

@@ -169,6 +169,26 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect(await countRecords(prisma, db.provider, scope)).toBe(100);
   });
 
+  it('counts the steps’ batches within maxBatches, after the records’', async () => {
+    const scope = uniqueScope('sweep');
+    await prisma.$executeRawUnsafe('DELETE FROM idempotency_steps');
+    await insertRecords(prisma, db.provider, [{ scope, key: 'expired', expiresAt: hourAgo() }]);
+    // Steps whose record is gone, expired: the sweep's to delete, a batch of one at a time.
+    await insertSteps(prisma, db.provider, scope, 'gone', ['reserve', 'charge'], hourAgo());
+    const stepsLeft = async () =>
+      Number(
+        (await prisma.$queryRawUnsafe<{ n: unknown }[]>('SELECT COUNT(*) AS n FROM idempotency_steps'))[0]!.n,
+      );
+    // One batch: the record's, and no step's.
+    expect(await sweepExpired(prisma, { batchSize: 1, maxBatches: 1 })).toBe(1);
+    expect(await stepsLeft()).toBe(2);
+    // Two batches: the records' (which finds none now), then one step.
+    expect(await sweepExpired(prisma, { batchSize: 1, maxBatches: 2 })).toBe(0);
+    expect(await stepsLeft()).toBe(1);
+    expect(await sweepExpired(prisma, { batchSize: 1, maxBatches: 2 })).toBe(0);
+    expect(await stepsLeft()).toBe(0);
+  });
+
   it('lets timers run between batches, so an in-process sweep does not hold up the server', async () => {
     const rows = Array.from({ length: 2_000 }, (_, i) => ({
       scope: 'u',
