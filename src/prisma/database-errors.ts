@@ -224,9 +224,13 @@ const CONNECTION_KINDS = new Set<unknown>([
   'TooManyConnections',
 ]);
 
-/** pg's own errors, which carry no code: a connection that ended, or a pool or connect timeout. */
+/**
+ * pg's own errors, which carry no code: a connection that ended, a pool or connect timeout, or a
+ * query that outlived the URL's `query_timeout` (on a pipelining connection pg then destroys the
+ * socket, and the transaction with it).
+ */
 const PG_CONNECTION_MESSAGE =
-  /^(Connection terminated\b|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect)/;
+  /^(Connection terminated\b|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|timeout exceeded when trying to connect|Query read timeout$)/;
 
 /**
  * The database cannot be reached, the connection broke (a restart, a killed server, a failover),
@@ -421,7 +425,9 @@ export async function retryingTransaction<T>(
 ): Promise<T> {
   const busyUntil = performance.now() + busyWaitMs;
   for (let conflicts = 0, tries = 0; ; tries++) {
-    let thrown: { error: unknown; abort: unknown; wentOn: boolean } | undefined;
+    let thrown:
+      | { error: unknown; abort: unknown; wentOn: boolean; wentOnSince: (() => boolean) | undefined }
+      | undefined;
     const inside = async <R>(work: () => Promise<R>, asks: AbortQuestions = {}): Promise<R> => {
       try {
         return await work();
@@ -436,7 +442,12 @@ export async function retryingTransaction<T>(
           aborted !== undefined &&
           !isIdempotencyError(error) &&
           classify(databaseErrorIn(error)) === undefined;
-        thrown = { error, abort: unexplained && !wentOn ? await aborted() : undefined, wentOn };
+        thrown = {
+          error,
+          abort: unexplained && !wentOn ? await aborted() : undefined,
+          wentOn,
+          wentOnSince: asks.wentOnAfterConflict,
+        };
         throw error;
       }
     };
@@ -446,8 +457,10 @@ export async function retryingTransaction<T>(
       const fromWork = thrown?.error === error ? thrown : undefined;
       let database: unknown;
       let failure: DatabaseFailure | undefined;
-      // The work caught a write conflict and sent statements after it, which ran on their own.
-      if (fromWork?.wentOn) {
+      // The work caught a write conflict and sent statements after it, which ran on their own; or
+      // a branch of it still running had a statement queued behind the conflict on the connection,
+      // which answered only before the rollback Prisma queued behind it (asked again now).
+      if (fromWork?.wentOn || fromWork?.wentOnSince?.()) {
         throw outOfTransaction(
           new AggregateError([error], 'Statements ran after the database ended the transaction'),
         );

@@ -21,9 +21,9 @@ export interface Opening {
   /**
    * Once `direct` is set: refuses, from now on, every statement of Prisma's (the resolver's) but
    * the transaction's end, so that what the transaction commits is only what the store sends next.
-   * A statement Prisma handed the adapter before comes first.
+   * A statement Prisma handed the adapter before comes first. Returns the way to let them through again.
    */
-  seal?: () => void;
+  seal?: () => () => void;
 }
 
 /**
@@ -177,7 +177,7 @@ function guarded(
   prismaSide: AdapterTransaction;
   direct: AdapterQueries;
   wentOnAfterConflict: (() => boolean) | undefined;
-  seal: () => void;
+  seal: () => () => void;
 } {
   let closed = false;
   let sealed = false;
@@ -203,6 +203,9 @@ function guarded(
       closed = true;
       return original(query);
     }
+    // Prisma's own plan may go on after Prisma ended the transaction (its timeout): the connection
+    // is back in the pool then, and the statement would run outside the transaction.
+    if (closed) return Promise.reject(new TransactionClosedError());
     if (sealed) return Promise.reject(new SealedTransactionError());
     return endsAtConflict ? noted(original(query)) : original(query);
   };
@@ -233,6 +236,9 @@ function guarded(
     wentOnAfterConflict: endsAtConflict ? () => wentOn : undefined,
     seal: () => {
       sealed = true;
+      return () => {
+        sealed = false;
+      };
     },
   };
 }

@@ -196,7 +196,7 @@ export function prismaStore<Client extends PrismaClientLike>(
       tx: Tx & PrismaQueryable,
       own: PrismaQueryable,
       withCommit?: WithCommit,
-      seal?: () => void,
+      seal?: () => () => void,
     ) => Promise<T>,
     { askIfAborted = false } = {},
   ): Promise<T> {
@@ -321,7 +321,7 @@ export function prismaStore<Client extends PrismaClientLike>(
     tx: Tx,
     own: PrismaQueryable,
     withCommit: WithCommit | undefined,
-    seal: (() => void) | undefined,
+    seal: (() => () => void) | undefined,
   ): TransactionSession<Tx> {
     return {
       ...(seal && { savepoint: () => savepoint((sql) => changes(own, sql), withCommit, seal) }),
@@ -381,7 +381,7 @@ type WithCommit = (sent: Promise<unknown>) => void;
 async function savepoint(
   send: (statement: Sql) => PromiseLike<unknown>,
   withCommit: WithCommit | undefined,
-  seal: () => void,
+  seal: () => () => void,
 ): Promise<(error: unknown) => Promise<boolean>> {
   const marked = Promise.resolve(send({ text: 'SAVEPOINT idempotency_claimed', values: [] }));
   // Sent in order with the resolver's statements (as a completion with the commit): not waited for.
@@ -393,9 +393,16 @@ async function savepoint(
     // transaction expired): not kept, but thrown to `retryingTransaction` as any error is.
     const database = databaseErrorIn(error);
     if (database !== undefined && classify(database) !== undefined) return false;
-    seal();
-    await marked;
-    await send({ text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
+    const unseal = seal();
+    try {
+      await marked;
+      await send({ text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
+    } catch (error) {
+      // Not kept here: the transaction rolls back as after any error, its statements (the question
+      // whether the database had aborted it) Prisma's again.
+      unseal();
+      throw error;
+    }
     return true;
   };
 }

@@ -57,7 +57,7 @@ describeEachServer('a transaction the database aborted in the background', (db) 
    * One payment under one key. The resolver writes it and reads it back, as Prisma's `create`
    * itself does on MariaDB: a read-back that runs outside the aborted transaction finds nothing.
    */
-  function payment(maxRetries = 3) {
+  function payment(maxRetries = 3, replayErrors?: (error: unknown) => boolean) {
     const scope = uniqueScope();
     const store = prismaStore(prisma, { maxRetries });
     let runs = 0;
@@ -71,6 +71,7 @@ describeEachServer('a transaction the database aborted in the background', (db) 
           operation: 'payments.create',
           input: { amount: '5.00' },
           onEvent: ({ type }) => events.push(type),
+          replayErrors,
         },
         async (tx: Tx) => {
           runs++;
@@ -106,6 +107,17 @@ describeEachServer('a transaction the database aborted in the background', (db) 
       expect(call.runs()).toBe(2);
     },
   );
+
+  it('noticed only after a replayable error the abort caused: run again, the error not kept', async () => {
+    // The read-back, outside the aborted transaction, finds nothing: the resolver's TypeError, which
+    // this call would keep; but the savepoint went with the transaction, and the abort is noticed.
+    const call = payment(3, (error) => error instanceof TypeError);
+    aborts.plan({ after: PAYMENT_INSERT, notice: 'statement after next' });
+    const first = await call.run();
+    expect(call.runs()).toBe(2);
+    expect(await call.effects()).toEqual({ payments: 1, records: 1 });
+    expect(await call.run()).toEqual({ ...first, replayed: true });
+  });
 
   it.each(notices)(
     'noticed on the %s, every time: 503 once the retries are spent, nothing committed, then a retry runs once',

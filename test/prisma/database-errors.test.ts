@@ -123,6 +123,11 @@ const cases: [string, unknown, DatabaseFailure | undefined][] = [
     'connection',
   ],
   [
+    "pg's query_timeout, which destroys a pipelining connection's socket",
+    pgClientError('Query read timeout'),
+    'connection',
+  ],
+  [
     'server down: DatabaseNotReachable',
     rawQueryFailed('N/A', "Can't reach database server at 127.0.0.1:5432", {
       kind: 'DatabaseNotReachable',
