@@ -205,15 +205,32 @@ function guarded(
     }
     // Prisma's own plan may go on after Prisma ended the transaction (its timeout): the connection
     // is back in the pool then, and the statement would run outside the transaction.
-    if (closed) return Promise.reject(new TransactionClosedError());
-    if (sealed) return Promise.reject(new SealedTransactionError());
+    const refused = refusal();
+    if (refused) return Promise.reject(refused);
     return endsAtConflict ? noted(original(query)) : original(query);
   };
+  /** Why a statement of Prisma's is not sent now, if it is not. */
+  const refusal = () =>
+    closed ? new TransactionClosedError() : sealed ? new SealedTransactionError() : undefined;
+  // A nested transaction's savepoints, which the adapter sends past its own `executeRaw`. Once
+  // sealed, one begun before is already undone (the store went back to a savepoint of its own, taken
+  // earlier): ending it sends nothing, where the database would refuse it, savepoint gone.
+  const savepoint =
+    (whenSealed: 'refuse' | 'nothing'): Replacement =>
+    (original, ...args) => {
+      if (closed) return Promise.reject(new TransactionClosedError());
+      if (sealed)
+        return whenSealed === 'refuse' ? Promise.reject(new SealedTransactionError()) : Promise.resolve();
+      return original(...args);
+    };
   const prismaSide = withMethods(transaction, {
     commit: ended,
     rollback: ended,
     executeRaw: watched,
     queryRaw: watched,
+    createSavepoint: savepoint('refuse'),
+    rollbackToSavepoint: savepoint('nothing'),
+    releaseSavepoint: savepoint('nothing'),
   });
   const sent = async <T>(send: () => Promise<T>): Promise<T> => {
     if (closed) throw new TransactionClosedError();

@@ -86,7 +86,10 @@ export async function applyMigrations(
   const inSchema = schema === undefined ? undefined : quotedName(provider, schema);
   // Created only when missing: even with IF NOT EXISTS, CREATE SCHEMA needs the CREATE privilege on
   // the database, which a role that owns a schema a DBA made may lack.
-  if (schema !== undefined && !(await schemaExists(db, schema))) await run(`CREATE SCHEMA ${inSchema}`);
+  const createSchema =
+    schema !== undefined && !(await schemaExists(db, schema))
+      ? [`CREATE SCHEMA IF NOT EXISTS ${inSchema}`]
+      : [];
   const table = recordsTable(provider, '_prisma_migrations', schema);
   const timestamp =
     provider === 'postgresql' || provider === 'cockroachdb'
@@ -94,7 +97,7 @@ export async function applyMigrations(
       : provider === 'mysql'
         ? 'DATETIME(3)'
         : 'DATETIME';
-  await run(`CREATE TABLE IF NOT EXISTS ${table} (
+  const createTable = `CREATE TABLE IF NOT EXISTS ${table} (
     id VARCHAR(36) PRIMARY KEY NOT NULL,
     checksum VARCHAR(64) NOT NULL,
     finished_at ${timestamp},
@@ -102,7 +105,13 @@ export async function applyMigrations(
     logs TEXT,
     rolled_back_at ${timestamp},
     started_at ${timestamp} NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    applied_steps_count INTEGER NOT NULL DEFAULT 0)`);
+    applied_steps_count INTEGER NOT NULL DEFAULT 0)`;
+  // PostgreSQL: under the migrations' lock, as two runs on a new database would race on its catalog
+  // (a unique violation on pg_type) even with IF NOT EXISTS.
+  const lock = provider === 'postgresql' ? `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})` : undefined;
+  if (lock !== undefined)
+    await statementsInOneTransaction(db, lock, undefined, [...createSchema, createTable]);
+  else for (const statement of [...createSchema, createTable]) await run(statement);
   const done = await db.queryRaw({
     sql: `SELECT migration_name FROM ${table} WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
     args: [],
@@ -128,7 +137,6 @@ export async function applyMigrations(
       const searchPath = inSchema === undefined ? [] : [`SET LOCAL search_path TO ${inSchema}`];
       // CockroachDB has no advisory locks: its transactions are serializable, and the second run's
       // record (or its CREATE) fails instead.
-      const lock = provider === 'postgresql' ? `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})` : undefined;
       applying = await statementsInOneTransaction(db, lock, recorded, [...searchPath, sql, record]);
     }
     if (applying) ran.push(name);
@@ -284,7 +292,7 @@ async function inMysqlLock(
 async function statementsInOneTransaction(
   db: MigrationTarget,
   lock: string | undefined,
-  recorded: string,
+  recorded: string | undefined,
   statements: readonly string[],
 ): Promise<boolean> {
   const tx = await db.startTransaction();
@@ -292,7 +300,9 @@ async function statementsInOneTransaction(
   let applying = false;
   try {
     if (lock !== undefined) await run(lock);
-    applying = (await tx.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length === 0;
+    applying =
+      recorded === undefined ||
+      (await tx.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length === 0;
     if (applying) for (const statement of statements) await run(statement);
     if (!tx.options.usePhantomQuery) await run('COMMIT');
   } catch (error) {

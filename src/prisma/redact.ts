@@ -13,11 +13,11 @@ const PARAMETER = /([?&;\s]|^)([A-Za-z_][\w.-]*)=('(?:[^'\\]|\\.)*'?|[^&#;\s]*)/
 /**
  * A URL's scheme and user info: everything up to the last `@` before the first `/`, as MariaDB's
  * driver reads it, so a password may hold `@`, `?` or `#` (`mysql://app:hun#ter2@db/app`); or, with
- * no `@` before the first `/`, up to the last `@` that a host and then a `/` or the end follow, so a
+ * no `@` before the first `/`, up to the last `@` before any `?` or `#` that a host follows, so a
  * password may hold `/` too (`postgresql://app:s3cr/etPw@db/app`, a generated password unencoded).
  */
 const USER_INFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/]*)@/i;
-const USER_INFO_WITH_SLASH = /^([a-z][a-z0-9+.-]*:\/\/)(.*)@(?=[^@/]*(?:\/|$))/i;
+const USER_INFO_WITH_SLASH = /^([a-z][a-z0-9+.-]*:\/\/)([^?#]*)@(?=[^@/?#]*(?:[/?#]|$))/i;
 const userInfoOf = (url: string) => USER_INFO.exec(url) ?? USER_INFO_WITH_SLASH.exec(url);
 
 /**

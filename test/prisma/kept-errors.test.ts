@@ -4,6 +4,8 @@ import { runIdempotent, type Store, type TransactionSession } from '../../src/in
 import { prismaStore } from '../../src/prisma/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /**
  * A replayable error is kept in the call's own transaction (back at a savepoint after the claim)
  * where the store's statements skip the client (`directStatements`), else by a transaction of its
@@ -57,6 +59,36 @@ for (const directStatements of [true, false]) {
       await Promise.all(running); // the branch has ended: whatever it wrote was refused or undone
       expect(await paymentsOf(scope)).toBe(0);
       expect(await store.find(scope, 'k')).toMatchObject({ status: 'COMPLETED', resultIsError: true });
+    });
+
+    it('keeps the error, and nothing of a branch still in a nested transaction', async () => {
+      const scope = uniqueScope();
+      const base = prismaStore(prisma) as Store<unknown>;
+      let transactions = 0;
+      const store: Store<unknown> = Object.assign(Object.create(base), {
+        transaction: (work: (session: TransactionSession<unknown>) => Promise<unknown>) => {
+          transactions++;
+          return base.transaction!(work);
+        },
+      });
+      const running: Promise<unknown>[] = [];
+      const error = await runIdempotent(options(store, scope), async (tx) => {
+        // Prisma runs a nested transaction on savepoints of its own, sent past the adapter's executeRaw.
+        const nested = (tx as typeof prisma).$transaction(async (inner) => {
+          await pause(50);
+          await pay(inner as typeof prisma, scope);
+        });
+        running.push(nested.catch(() => undefined));
+        await pause(10);
+        throw declined();
+      }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'CARD_DECLINED' });
+      await Promise.all(running);
+      expect(await paymentsOf(scope)).toBe(0);
+      expect(await store.find(scope, 'k')).toMatchObject({ status: 'COMPLETED', resultIsError: true });
+      // Prisma does not commit a transaction while a nested one is still open: kept by a transaction
+      // of its own after the rollback, as without directStatements.
+      expect(transactions).toBe(2);
     });
 
     it('keeps the error by a transaction of its own when its own transaction fails to', async () => {

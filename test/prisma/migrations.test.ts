@@ -144,6 +144,25 @@ describeEachDatabase('applying migrations', (shared) => {
     expect(records.rows).toHaveLength(1);
   });
 
+  // PostgreSQL's catalog races on two CREATE TABLE IF NOT EXISTS at once (a unique violation).
+  if (provider === 'postgresql')
+    it('sets up a new schema once when two runs start at once', async () => {
+      const schema = `fresh_${Date.now().toString(36)}`;
+      const url = `${shared.url}${shared.url!.includes('?') ? '&' : '?'}schema=${schema}`;
+      const runs = [
+        (await (await adapterForUrl(url)).connect()) as Adapter,
+        (await (await adapterForUrl(url)).connect()) as Adapter,
+      ];
+      try {
+        const shipped = await readMigrations(shippedMigrationsFolder(provider));
+        const ran = await Promise.all(runs.map((run) => applyMigrations(run, provider, shipped)));
+        expect(ran.flat().sort()).toEqual(shipped.map(({ name }) => name));
+      } finally {
+        await runs[0]!.executeRaw(sql(`DROP SCHEMA IF EXISTS ${schema} CASCADE`));
+        await Promise.all(runs.map((run) => run.dispose()));
+      }
+    });
+
   // Registered only where it applies: no skipped case on the other databases.
   if (provider !== 'mysql')
     it('applies a migration with its record or not at all: one that fails halfway leaves neither, and the corrected one applies whole', async () => {

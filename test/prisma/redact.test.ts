@@ -40,7 +40,11 @@ describe('redact', () => {
       'mysql://app:***@127.0.0.1:3306/app?connectTimeout=500',
     ],
     ['postgresql://app:s3cr/etPw@db', 'postgresql://app:***@db'],
-    // An `@` in the query is no user info's end.
+    // An `@` in the query is no user info's end, with or without user info before it.
+    [
+      'postgresql://db.example.com:5432/app?user=app@corp',
+      'postgresql://db.example.com:5432/app?user=app@corp',
+    ],
     [
       'postgresql://app:s3cret@db/app?application_name=me@ci',
       'postgresql://app:***@db/app?application_name=me@ci',
