@@ -20,10 +20,15 @@ export function headerOf(headers: HeadersLike | undefined, name: string): Header
 }
 
 /**
- * The headers of a WebSocket's upgrade request (tRPC's ws adapter, graphql-ws): they speak for
- * every call the socket carries, so none of them is one call's key or attempt.
+ * The request headers a call may read its key and attempt from: none of a WebSocket's upgrade
+ * request (tRPC's ws adapter, graphql-ws), whose headers speak for every call the socket carries;
+ * `overSocket` says they were that.
  */
-export function isWebSocketUpgrade(headers: HeadersLike | undefined): boolean {
+export function callHeaders(headers: HeadersLike | undefined): {
+  headers: HeadersLike | undefined;
+  overSocket: boolean;
+} {
   const upgrade = headerOf(headers, 'upgrade');
-  return typeof upgrade === 'string' && upgrade.toLowerCase() === 'websocket';
+  const overSocket = typeof upgrade === 'string' && upgrade.toLowerCase() === 'websocket';
+  return { headers: overSocket ? undefined : headers, overSocket };
 }

@@ -21,7 +21,7 @@ import {
   IdempotencyKeyMissingError,
   isIdempotencyError,
 } from '../core/errors.js';
-import { type HeadersLike, headerOf, isWebSocketUpgrade } from '../core/headers.js';
+import { callHeaders, type HeadersLike, headerOf } from '../core/headers.js';
 import { type HeaderValue, parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import {
   type ErrorCodec,
@@ -289,7 +289,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         const key = resolveKey(undefined, args[argumentName], core.keyPolicy);
         if (key === undefined) {
           if (keyRequired) {
-            const overSocket = isWebSocketUpgrade(requestHeadersOf(context));
+            const { overSocket } = callHeaders(requestHeadersOf(context));
             throw new IdempotencyKeyMissingError(
               `${coordinate} requires an idempotency key: send the "${argumentName}" argument` +
                 (header && !overSocket ? ` or the ${header} header` : '') +
@@ -715,8 +715,7 @@ function requestHeadersOf(context: unknown): HeadersLike | undefined {
  * request (graphql-ws), whose headers speak for every operation on the socket.
  */
 function contextHeader(context: unknown, name: string): HeaderValue {
-  const headers = requestHeadersOf(context);
-  return isWebSocketUpgrade(headers) ? undefined : headerOf(headers, name);
+  return headerOf(callHeaders(requestHeadersOf(context)).headers, name);
 }
 
 function extensionOf({ replayed, record }: IdempotentResult<unknown>): IdempotencyExtension {

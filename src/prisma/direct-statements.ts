@@ -216,21 +216,20 @@ function guarded(
   // sealed, one begun before is already undone (the store went back to a savepoint of its own, taken
   // earlier): ending it sends nothing, where the database would refuse it, savepoint gone.
   const savepoint =
-    (whenSealed: 'refuse' | 'nothing'): Replacement =>
+    (ends: boolean): Replacement =>
     (original, ...args) => {
-      if (closed) return Promise.reject(new TransactionClosedError());
-      if (sealed)
-        return whenSealed === 'refuse' ? Promise.reject(new SealedTransactionError()) : Promise.resolve();
-      return original(...args);
+      if (ends && sealed && !closed) return Promise.resolve();
+      const refused = refusal();
+      return refused ? Promise.reject(refused) : original(...args);
     };
   const prismaSide = withMethods(transaction, {
     commit: ended,
     rollback: ended,
     executeRaw: watched,
     queryRaw: watched,
-    createSavepoint: savepoint('refuse'),
-    rollbackToSavepoint: savepoint('nothing'),
-    releaseSavepoint: savepoint('nothing'),
+    createSavepoint: savepoint(false),
+    rollbackToSavepoint: savepoint(true),
+    releaseSavepoint: savepoint(true),
   });
   const sent = async <T>(send: () => Promise<T>): Promise<T> => {
     if (closed) throw new TransactionClosedError();

@@ -1,7 +1,7 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
-import { type HeadersLike, headerOf, isWebSocketUpgrade } from '../core/headers.js';
+import { callHeaders, type HeadersLike, headerOf } from '../core/headers.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
@@ -380,9 +380,7 @@ async function readKey<Ctx>(
   firstAttempt: boolean;
 }> {
   const { header, inputField, keyPolicy } = options;
-  const received = options.getHeaders(ctx);
-  const overSocket = isWebSocketUpgrade(received);
-  const headers = overSocket ? undefined : received;
+  const { headers, overSocket } = callHeaders(options.getHeaders(ctx));
   const headerKey = parseKeyHeader(headerOf(headers, header), keyPolicy);
   refuseHeaderKeyOnBatch(
     headerKey,

@@ -10,6 +10,7 @@ import {
   memoryStore,
   runIdempotent,
   type Store,
+  type TransactionSession,
 } from '../../src/index.js';
 import { gate } from '../helpers/gate.js';
 import { storedRecord } from '../helpers/stored-record.js';
@@ -19,29 +20,30 @@ import { storedRecord } from '../helpers/stored-record.js';
  * (from 1), or with its own claim when it gives nothing.
  */
 function claimingStore(claimOf: (nth: number) => (() => Promise<never>) | undefined) {
-  const inner = memoryStore();
   let transactions = 0;
-  const store = {
-    ...inner,
-    transaction: <T>(work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
-      inner.transaction!((session) => {
-        const claim = claimOf(++transactions);
-        return work(claim ? { ...session, claim } : session);
-      }) as Promise<T>,
-  };
+  const store = withSessions(memoryStore(), () => {
+    const claim = claimOf(++transactions);
+    return claim ? { claim } : {};
+  });
   return { store, transactions: () => transactions };
+}
+
+/** `store` whose every transaction's session is changed by `change` (called once a transaction). */
+function withSessions(
+  store: Store,
+  change: (session: TransactionSession<unknown>) => Partial<TransactionSession<unknown>>,
+): Store {
+  return Object.assign(Object.create(store) as Store, {
+    transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
+      store.transaction!((session) => work({ ...session, ...change(session) })),
+  });
 }
 
 /**
  * The memory store as a store without savepoints (`TransactionSession.savepoint`) is: a replayable
  * error is kept by a transaction of its own, after the call's rolled back.
  */
-function withoutSavepoints(store: Store): Store {
-  return Object.assign(Object.create(store) as Store, {
-    transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
-      store.transaction!((session) => work({ ...session, savepoint: undefined })),
-  });
-}
+const withoutSavepoints = (store: Store) => withSessions(store, () => ({ savepoint: undefined }));
 
 const base = () => ({
   store: memoryStore(),
@@ -471,15 +473,9 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
   it('answers a replayable error itself when its transaction cannot store it', async () => {
     const store = memoryStore();
     // The error is kept in the call's own transaction, whose completion finds the database gone.
-    const failingCompletion: Store = Object.assign(Object.create(store), {
-      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
-        store.transaction!((session) =>
-          work({
-            ...session,
-            complete: () => Promise.reject(new IdempotencyStoreUnavailableError('database down')),
-          }),
-        ),
-    });
+    const failingCompletion = withSessions(store, () => ({
+      complete: () => Promise.reject(new IdempotencyStoreUnavailableError('database down')),
+    }));
     const declined = new Error('card declined');
     const outcome = await runIdempotent(
       { ...base(), store: failingCompletion, replayErrors: () => true },
@@ -495,21 +491,17 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
     const store = memoryStore();
     let transactions = 0;
     let rolledBack = 0;
-    const counting: Store = Object.assign(Object.create(store), {
-      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
-        store.transaction!((session) => {
-          transactions++;
-          return work({
-            ...session,
-            savepoint: async () => {
-              const back = await session.savepoint!();
-              return (error: unknown) => {
-                rolledBack++;
-                return back(error);
-              };
-            },
-          });
-        }),
+    const counting = withSessions(store, (session) => {
+      transactions++;
+      return {
+        savepoint: async () => {
+          const back = await session.savepoint!();
+          return (error: unknown) => {
+            rolledBack++;
+            return back(error);
+          };
+        },
+      };
     });
     const declined = new Error('card declined');
     const options = { ...base(), store: counting, replayErrors: (e: unknown) => e === declined };
@@ -538,12 +530,9 @@ describe('runIdempotent: the wait and the error of a duplicate in one process', 
     const store = memoryStore();
     let transactions = 0;
     // The store answers this error itself (a write conflict it would run again for, say).
-    const declining: Store = Object.assign(Object.create(store), {
-      transaction: (work: Parameters<NonNullable<Store['transaction']>>[0]) =>
-        store.transaction!((session) => {
-          transactions++;
-          return work({ ...session, savepoint: async () => async () => false });
-        }),
+    const declining = withSessions(store, () => {
+      transactions++;
+      return { savepoint: async () => async () => false };
     });
     const declined = new Error('card declined');
     const options = { ...base(), store: declining, replayErrors: (e: unknown) => e === declined };
