@@ -12,7 +12,7 @@ import {
 } from './call.js';
 import { decide, foreignRecordError } from './decide.js';
 import { waitWhileRunning } from './duplicate-wait.js';
-import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
+import { IdempotencyKeyInProgressError, IdempotencyLeaseLostError, isIdempotencyError } from './errors.js';
 import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
 import { raisedBySteps, StepJournal } from './steps.js';
 import type { ClaimOutcome, Completed, LeaseOperations, LeaseOwner } from './store.js';
@@ -53,9 +53,11 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   if (!('tookOver' in claimed)) return claimed;
   const { firstSeenAt } = claimed;
 
-  const lost = () => call.emit('fenced');
-  const heartbeat = startHeartbeat(call, lease, owner, claimedAt, lost);
   const journal = new StepJournal(call, owner, claimed.tookOver);
+  const heartbeat = startHeartbeat(call, lease, owner, claimedAt, () => {
+    journal.leaseLost();
+    call.emit('fenced');
+  });
   // Set once the claim is being completed or released (or left to run out on purpose): any other
   // way out of the call releases it below, and the heartbeat stops whichever way the call ends.
   let ended = false;
@@ -85,8 +87,9 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
         throw error;
       }
       // The error answers for the key from now on; if it cannot be kept, the resolver's own error
-      // is still the answer (no retryable code) and the lease runs out by itself.
-      await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
+      // is still the answer (no retryable code) and the lease runs out by itself, unless the key
+      // was taken over and its record answers for this call (a 409, as for a value).
+      await complete(call, owner, heartbeat, stored, true).catch(unlessAnsweredElsewhere);
       throw error;
     }
     let result: string;
@@ -98,7 +101,8 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
       // even that cannot be stored, the lease runs out by itself.
       ended = true;
       const stored = storedErrorText(call, error, Math.max(call.maxResultBytes, OWN_ERROR_BYTES));
-      if (stored !== undefined) await complete(call, owner, heartbeat, stored, true).catch(() => undefined);
+      if (stored !== undefined)
+        await complete(call, owner, heartbeat, stored, true).catch(unlessAnsweredElsewhere);
       throw error;
     }
     ended = true;
@@ -108,6 +112,15 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     heartbeat.stop();
     if (!ended) await release(call, owner, heartbeat, journal.holdsSteps);
   }
+}
+
+/**
+ * For a completion that stored an error: its failure is not the answer, the error is, except a
+ * lost lease whose new owner's record answers for this call. Its answer is what every retry gets,
+ * so this call answers the 409 that sends its client there too, never an outcome the key contradicts.
+ */
+function unlessAnsweredElsewhere(failure: unknown): void {
+  if (failure instanceof IdempotencyLeaseLostError) throw failure;
 }
 
 /** A claim this call holds: since when, and whether it replaced a record that was no longer live. */

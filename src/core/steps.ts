@@ -87,6 +87,7 @@ export class StepJournal<T, Tx> {
   private running = false;
   private finished = false;
   private saving = false;
+  private lost = false;
   private readonly names = new Set<string>();
 
   constructor(
@@ -104,6 +105,14 @@ export class StepJournal<T, Tx> {
    */
   get holdsSteps(): boolean {
     return this.saving || (this.stored === undefined ? this.resumes : this.stored.length > 0);
+  }
+
+  /**
+   * The heartbeat found the lease taken over: no step's `fn` runs from now on (its new owner
+   * runs them), and a step answers what `leaseLostAnswer` says. Stored steps still replay.
+   */
+  leaseLost(): void {
+    this.lost = true;
   }
 
   /** The resolver has returned: later steps are refused. */
@@ -143,6 +152,8 @@ export class StepJournal<T, Tx> {
       const done = this.storedStep(await this.load(steps), name, position);
       // Runs `fn` and stores its result, or answers with the stored one.
       const answer = async () => {
+        // Nothing of this step ran; what ran before it is the mutation's.
+        if (!done && this.lost) throw await this.lostLeaseAnswer('The mutation');
         if (!done) return this.run(steps, name, position, fn, options);
         const value = this.call.serializer.deserialize(done.result);
         if (done.resultIsError) throw this.call.errorCodec.decode(value);
@@ -236,7 +247,7 @@ export class StepJournal<T, Tx> {
       await this.save(steps, write(storedText(call.serializer, value, call.maxResultBytes), false));
       return value;
     } catch (error) {
-      if (error instanceof StepFenced) throw await this.leaseLost(name);
+      if (error instanceof StepFenced) throw await this.lostLeaseAnswer(`The step "${name}"`);
       if (raisedBySteps(error) || isIdempotencyError(error) || !call.replayErrors?.(error)) throw error;
       // A replayable error (a declined card) is the step's outcome: replayed to every retry.
       const stored = storedErrorText(call, error);
@@ -260,7 +271,7 @@ export class StepJournal<T, Tx> {
         ),
       );
     }
-    if (!saved) throw await this.leaseLost(step.name);
+    if (!saved) throw await this.lostLeaseAnswer(`The step "${step.name}"`);
     this.remember(step);
   }
 
@@ -281,8 +292,10 @@ export class StepJournal<T, Tx> {
    * Another request took the key over: this call stops before its next step, with a 409 only
    * while the key's record will answer a retry (`leaseLostAnswer`).
    */
-  private async leaseLost(name: string): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
-    return this.raise(await leaseLostAnswer(this.call, this.owner, `The step "${name}"`));
+  private async lostLeaseAnswer(
+    ran: string,
+  ): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
+    return this.raise(await leaseLostAnswer(this.call, this.owner, ran));
   }
 
   private raise<E extends Error>(error: E): E {

@@ -95,13 +95,13 @@ describe('lease mode: storing the result after the effects happened', () => {
 });
 
 /** Call A charges, then runs 8 s, past its 5 s lease: another request may take its key over meanwhile. */
-function chargeOutlivingItsLease(overrides: Partial<RunIdempotentOptions<undefined>> = {}) {
+function chargeOutlivingItsLease(overrides: Partial<RunIdempotentOptions<undefined>> = {}, runsMs = 8_000) {
   const { storeClock } = fakeTime();
   let charges = 0;
   const { options: call } = options(memoryStore({ clock: storeClock }), { leaseMs: 5_000, ...overrides });
   const slow = runIdempotent(call, async () => {
     charges++;
-    await new Promise((resolve) => setTimeout(resolve, 8_000));
+    await new Promise((resolve) => setTimeout(resolve, runsMs));
     return 'A';
   }).catch((error: unknown) => error);
   return { call, slow, charges: () => charges };
@@ -135,11 +135,12 @@ describe('lease mode: a completion that cannot say what happened', () => {
   });
 
   it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, not a 409, when the completed record of the call that took over has expired', async () => {
-    const { call, slow, charges } = chargeOutlivingItsLease({ ttlMs: 1_000 });
+    // ttlMs no shorter than the lease (a shorter one is refused in lease mode); A runs 20 s.
+    const { call, slow, charges } = chargeOutlivingItsLease({ ttlMs: 5_000 }, 20_000);
     await vi.advanceTimersByTimeAsync(6_000); // A's lease ran out
-    // B takes the key over and stores its result, which expires a second later.
+    // B takes the key over and stores its result, which expires five seconds later.
     await expect(runIdempotent(call, async () => 'B')).resolves.toMatchObject({ value: 'B' });
-    await vi.advanceTimersByTimeAsync(3_000);
+    await vi.advanceTimersByTimeAsync(15_000);
     // A 409 would be retried, and the retry, finding no live record, would run the charge again.
     expect(await slow).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN', status: 500 });
     expect(charges()).toBe(1);

@@ -6,6 +6,7 @@ import {
   IdempotencyKeyMismatchError,
   IdempotencyLeaseLostError,
   IdempotencyStepDivergedError,
+  type LeaseOwner,
   type ResolverClaim,
   type RunIdempotentOptions,
   runIdempotent,
@@ -418,6 +419,36 @@ export function runStoreConformance(
         expect(types()).toEqual(['claimed', 'expired_takeover', 'completed', 'fenced', 'replayed']);
       });
 
+      it('answers a fenced owner’s replayable error with a 409, whose retry replays the new owner’s result', async () => {
+        // The old owner's card was declined after its lease ran out and a retry charged it: the
+        // key answers "charged" from now on, so the old request must not answer "declined".
+        const scope = uniqueScope();
+        const declined = () => Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+        const { options, types } = call(scope, 'lease', {
+          leaseMs: 5_000,
+          replayErrors: (error) => (error as { code?: string }).code === 'CARD_DECLINED',
+        });
+        const held = gate();
+        const started = gate();
+        const old = runIdempotent(options, async () => {
+          started.open();
+          await held.opened;
+          throw declined();
+        });
+        await started.opened;
+        await target().travel(scope, 6_000);
+        await expect(runIdempotent(options, async () => 'charged')).resolves.toMatchObject({
+          value: 'charged',
+        });
+        held.open();
+        await expect(old).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+        await expect(runIdempotent(options, async () => 'third')).resolves.toMatchObject({
+          value: 'charged',
+          replayed: true,
+        });
+        expect(types()).toEqual(['claimed', 'expired_takeover', 'completed', 'fenced', 'replayed']);
+      });
+
       it('changes or deletes a claim only for the owner token that holds it', async () => {
         const scope = uniqueScope();
         const { lease } = target().store();
@@ -577,6 +608,52 @@ export function runStoreConformance(
         expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
         died.open();
         await expect(stuck).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+      });
+
+      it('runs no step’s fn once its heartbeat found the lease taken over', async () => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, 'lease', { ttlMs: 60_000 });
+        // The old owner's renewals wait until the key has been taken over, so none renews the lease
+        // between the clock's move and the takeover; then they find it gone.
+        const { store } = options;
+        const beats = gate();
+        const renewals = Object.assign(Object.create(store.lease) as Store<unknown>['lease'], {
+          extend: async (owner: LeaseOwner, leaseMs: number) => {
+            await beats.opened;
+            return store.lease.extend(owner, leaseMs);
+          },
+        });
+        const oldStore = Object.assign(Object.create(store) as Store<unknown>, { lease: renewals });
+        let charges = 0;
+        const charge = (claim: ResolverClaim<unknown>) =>
+          (claim.step as Step<unknown>)('charge', () => ++charges);
+        const held = gate();
+        const started = gate();
+        const old = runIdempotent(
+          { ...options, store: oldStore, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 60_000 },
+          async (_tx, claim) => {
+            started.open();
+            await held.opened;
+            return charge(claim);
+          },
+        );
+        await started.opened;
+        await target().travel(scope, 2_000);
+        const retryHeld = gate();
+        const retry = runIdempotent(options, async (_tx, claim) => {
+          await retryHeld.opened;
+          return charge(claim);
+        });
+        while (!types().includes('expired_takeover')) await new Promise((resolve) => setTimeout(resolve, 5));
+        beats.open();
+        // The old owner's next answered beat finds the lease gone (real time: the heartbeat is a timer).
+        while (!types().includes('fenced')) await new Promise((resolve) => setTimeout(resolve, 5));
+        held.open();
+        await expect(old).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+        expect(charges).toBe(0);
+        retryHeld.open();
+        await expect(retry).resolves.toMatchObject({ value: 1, replayed: false });
+        expect(charges).toBe(1);
       });
 
       it('hands each step a key of its own, the same on every attempt', () => {
