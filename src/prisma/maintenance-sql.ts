@@ -113,7 +113,18 @@ export function sweepBatchDelete(
     'mysql',
     keys.map((row) => ({ scope: row.scope, key: row.idempotency_key })),
   );
-  return sql`${raw(noLockWait(`DELETE FROM ${table} WHERE`))} (${batch}) AND ${raw(sweepable('mysql'))}`;
+  return sql`${raw(noLockWait(`${deleteByPrimaryKey(table)} WHERE`))} (${batch}) AND ${raw(sweepable('mysql'))}`;
+}
+
+/**
+ * MySQL/MariaDB: `DELETE FROM table` that finds its rows by the primary key, whatever the
+ * statistics say. Taken while purge shrank a table that had grown (a sweep does that), they can make
+ * the `expires_at` range look cheaper: that plan also locks the entry just past the range (a claim
+ * in progress), so a no-wait delete of picked keys failed and they stayed. MariaDB takes index
+ * hints only in the multiple-table form.
+ */
+export function deleteByPrimaryKey(table: string): string {
+  return `DELETE ${table} FROM ${table} FORCE INDEX (PRIMARY)`;
 }
 
 /**

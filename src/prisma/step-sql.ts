@@ -1,7 +1,7 @@
 import type { LeaseOwner, StepWrite } from '../core/store.js';
 import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
-import { noLockWait, sqliteExpiredRanges } from './maintenance-sql.js';
+import { deleteByPrimaryKey, noLockWait, sqliteExpiredRanges } from './maintenance-sql.js';
 import { oneOfKeys, oneOfRows, raw, type Sql, sql } from './sql.js';
 
 /** The tables steps are kept in and fenced against. */
@@ -120,7 +120,7 @@ export function stepSweepBatchDelete(rows: readonly PickedStep[], tables: StepTa
     ['scope', 'idempotency_key', 'name'],
     rows.map((row) => [row.scope, row.idempotency_key, row.name]),
   );
-  return sql`${raw(noLockWait(`DELETE FROM ${steps} WHERE`))} (${picked}) AND ${raw(sweepable(steps))}`;
+  return sql`${raw(noLockWait(`${deleteByPrimaryKey(steps)} WHERE`))} (${picked}) AND ${raw(sweepable(steps))}`;
 }
 
 /** The steps table, and what makes a step of it (under `alias`) sweepable. */
