@@ -109,7 +109,10 @@ export interface RunIdempotentOptions<Tx = unknown> {
   maxResultBytes?: number | undefined;
   /**
    * How long a duplicate waits for the request holding the key, in either mode, before it gets
-   * `IDEMPOTENCY_KEY_IN_PROGRESS`. @default 10_000
+   * `IDEMPOTENCY_KEY_IN_PROGRESS`. In transactional mode it also bounds the claim statement itself
+   * (a database cannot tell a slow claim from one waiting for a duplicate), so it must be positive
+   * there; in lease mode `0` answers a duplicate at once. At most 2_147_483_647 (a timer's limit).
+   * @default 10_000
    */
   waitTimeoutMs?: number | undefined;
   /**
@@ -262,6 +265,7 @@ function resolveCall<T, Tx>(
   }
   const scope = resolveScope(options.scope, options.allowGlobalScope ?? false);
   const waitTimeoutMs = options.waitTimeoutMs ?? 10_000;
+  checkWaitTimeout(waitTimeoutMs, mode);
   const request = {
     scope,
     key,
@@ -336,6 +340,20 @@ export function resolveScope(scope: unknown, allowGlobalScope: boolean): string 
     `The idempotency scope must be a non-empty string or a finite number (got ${scope === '' ? 'an empty string' : String(scope)}); ` +
       'return the principal from `scope`, or set `allowGlobalScope: true` to share keys across everybody',
   );
+}
+
+/** The largest delay a Node timer keeps: a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+function checkWaitTimeout(waitTimeoutMs: number, mode: 'transactional' | 'lease'): void {
+  if (!Number.isSafeInteger(waitTimeoutMs) || waitTimeoutMs < 0 || waitTimeoutMs > MAX_TIMER_MS) {
+    throw new RangeError(`waitTimeoutMs must be an integer from 0 to ${MAX_TIMER_MS}`);
+  }
+  if (mode === 'transactional' && waitTimeoutMs === 0) {
+    throw new RangeError(
+      'waitTimeoutMs must be positive in transactional mode: it also bounds the claim statement itself, so 0 would answer IDEMPOTENCY_KEY_IN_PROGRESS to every call',
+    );
+  }
 }
 
 function checkLeaseOptions(

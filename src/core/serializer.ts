@@ -18,9 +18,10 @@ export interface Serializer {
 export type DecimalConstructor = new (value: string) => unknown;
 
 /**
- * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, Error, typed
- * arrays, Buffers and ArrayBuffers come back as they went in (instances of other classes come back
- * as plain objects). Decimals come back as instances of `Decimal` (the Prisma store
+ * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, typed arrays,
+ * Buffers and ArrayBuffers come back as they went in (instances of other classes come back as
+ * plain objects; an `Error` as a plain `Error` with its name and message, without its class or other
+ * fields; an array's hole as `null`). Decimals come back as instances of `Decimal` (the Prisma store
  * passes Prisma's); without it a Decimal in a result fails the mutation before anything commits,
  * rather than replaying as a different type.
  */

@@ -335,7 +335,7 @@ describe('runIdempotent in lease mode (memory store)', () => {
     const first = runIdempotent(options, () => held.opened.then(() => 1));
     await sleep(10);
     const { mode: _lease, ...transactional } = options;
-    await expect(runIdempotent({ ...transactional, waitTimeoutMs: 0 }, async () => 2)).rejects.toBeInstanceOf(
+    await expect(runIdempotent({ ...transactional, waitTimeoutMs: 1 }, async () => 2)).rejects.toBeInstanceOf(
       IdempotencyKeyInProgressError,
     );
     held.open();
@@ -403,6 +403,25 @@ describe('runIdempotent in lease mode (memory store)', () => {
     await expect(
       runIdempotent({ ...options, leaseMs: 100, heartbeatMs: 100 }, async () => 1),
     ).rejects.toThrow(RangeError);
+  });
+
+  it('rejects a waitTimeoutMs no timer keeps, and 0 in transactional mode, where it also bounds the claim', async () => {
+    const { options } = leased();
+    const resolver = vi.fn(async () => 1);
+    for (const waitTimeoutMs of [Number.NaN, -1, 1.5, Number.POSITIVE_INFINITY, 2 ** 31]) {
+      await expect(runIdempotent({ ...options, waitTimeoutMs }, resolver)).rejects.toThrow(
+        /waitTimeoutMs must be an integer from 0 to 2147483647/,
+      );
+    }
+    const { mode: _lease, ...transactional } = options;
+    await expect(runIdempotent({ ...transactional, waitTimeoutMs: 0 }, resolver)).rejects.toThrow(
+      /waitTimeoutMs must be positive in transactional mode/,
+    );
+    expect(resolver).not.toHaveBeenCalled();
+    // Lease mode: 0 answers a duplicate at once, and a free key runs.
+    await expect(runIdempotent({ ...options, waitTimeoutMs: 0 }, resolver)).resolves.toMatchObject({
+      value: 1,
+    });
   });
 
   it('rejects a ttlMs shorter than the call may hold its key, whose steps could expire while it runs', async () => {
