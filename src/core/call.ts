@@ -1,6 +1,7 @@
 import type { CallTracking } from './call-tracking.js';
 import type { RecordRequest } from './decide.js';
 import {
+  carriesIdempotencyError,
   IdempotencyKeyInProgressError,
   IdempotencyKeyMismatchError,
   IdempotencyResultTooLargeError,
@@ -163,13 +164,16 @@ export const OWN_ERROR_BYTES = 16_384;
 /**
  * The user's `replayErrors` as the runners ask it. One that throws (written for a gateway's errors,
  * meeting another) accepts nothing: the resolver's own error stays the answer, and the claim is
- * released as for any error that is not replayed.
+ * released as for any error that is not replayed. Nor is an error of ours a resolver threw (a
+ * nested call's, `carriesIdempotencyError`) ever kept: it speaks of another key, and a "still
+ * running" kept as this key's answer would be replayed until the record expired.
  */
 export function replayPolicy(
   replayErrors: ((error: unknown) => boolean) | undefined,
 ): ((error: unknown) => boolean) | undefined {
   if (!replayErrors) return undefined;
   return (error) => {
+    if (carriesIdempotencyError(error)) return false;
     try {
       return Boolean(replayErrors(error));
     } catch {

@@ -161,6 +161,20 @@ export class IdempotencyStoreUnavailableError extends IdempotencyError {
 }
 
 /** Whether `error` is one of ours (works across duplicated copies of the package, by `code`). */
+/**
+ * Whether `error` is, or was caused by (its `cause` chain), one of our errors: thrown by a
+ * resolver, it is a nested call's answer about another key (a 409 of a call it made), never this
+ * call's own: not replayed for this key, and never answered with the retryable status it had there.
+ */
+export function carriesIdempotencyError(error: unknown): boolean {
+  let node = error;
+  for (let depth = 0; depth < 10 && typeof node === 'object' && node !== null; depth++) {
+    if (isIdempotencyError(node)) return true;
+    node = (node as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 export function isIdempotencyError(error: unknown): error is IdempotencyError {
   return (
     error instanceof IdempotencyError ||

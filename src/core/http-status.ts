@@ -13,5 +13,7 @@ export function httpAnswerOf(error: IdempotencyError): HttpAnswer {
   const status = statusOf[error.code];
   if (error.code !== 'IDEMPOTENCY_KEY_IN_PROGRESS') return { status };
   const { retryAfterSeconds } = error as IdempotencyKeyInProgressError;
+  // A copy rebuilt by an error codec may have lost its hint: no header rather than "undefined".
+  if (!Number.isFinite(retryAfterSeconds)) return { status };
   return { status, headers: { 'Retry-After': String(retryAfterSeconds) } };
 }

@@ -127,7 +127,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
    * error leaves the key retryable: transactional mode rolls everything back and leaves no record;
    * lease mode releases the claim, or, when the key holds durable steps, keeps the record and ends
    * its lease so that a retry resumes after them. A `replayErrors` that throws accepts nothing:
-   * the caller gets the resolver's own error.
+   * the caller gets the resolver's own error. An error of ours the resolver throws (a nested
+   * call's, or one caused by it) is never kept: it speaks of another key.
    * @default () => false
    */
   replayErrors?: ((error: unknown) => boolean) | undefined;

@@ -102,10 +102,14 @@ export function defersOrStreams(document: DocumentNode, operation: OperationDefi
   return incremental(operation.selectionSet);
 }
 
-/** Whether any field of the schema (or a union) can return the mutation type below the root. */
+/**
+ * Whether the mutation type's fields can be reached other than at the root of a mutation: a field
+ * of the schema (or a union) returns it, or it is the query or subscription root as well.
+ */
 export function mutationTypeIsNested(schema: GraphQLSchema): boolean {
   const mutationType = schema.getMutationType();
   if (!mutationType) return false;
+  if (schema.getQueryType() === mutationType || schema.getSubscriptionType() === mutationType) return true;
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) && !isInterfaceType(type)) continue;
     for (const field of Object.values(type.getFields())) {

@@ -16,6 +16,7 @@ import {
 } from 'graphql';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import {
+  carriesIdempotencyError,
   IdempotencyInputError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
@@ -30,7 +31,7 @@ import {
   type RunIdempotentOptions,
   runIdempotent,
 } from '../core/run-idempotent.js';
-import { type Step, stepsNeedLeaseMode } from '../core/steps.js';
+import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
@@ -274,11 +275,21 @@ export function useIdempotency<Context = any, Tx = unknown>({
       // Root fields get the execution's root value; under a header key, every field gets the
       // operation's own context.
       const state = executions.get(source as object) ?? executions.get(context as object);
+      /** What the field's own resolver threw, if it threw. */
+      let thrown: { error: unknown } | undefined;
+      const resolveField = async (fieldContext: unknown) => {
+        try {
+          return await resolve(source, args, fieldContext, info);
+        } catch (error) {
+          thrown = { error };
+          throw error;
+        }
+      };
       try {
         if (state?.operationKey !== undefined) {
           // The header's key claims the whole operation; this field runs in its transaction.
           resolveKey(state.operationKey, args[argumentName], core.keyPolicy);
-          return await resolve(source, args, context, info);
+          return await resolveField(context);
         }
         // Refused before execution already (`checkSelections`).
         if (info.path.prev !== undefined) {
@@ -298,7 +309,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           }
           // An `Error` it returns is its error, as with a key: its writes roll back.
           return await runUnrecorded(core.store, mode, async (tx) =>
-            settled(await resolve(source, args, withTransaction(context, txName, tx), info)),
+            settled(await resolveField(withTransaction(context, txName, tx))),
           );
         }
         const { [argumentName]: _key, ...input } = args;
@@ -316,12 +327,15 @@ export function useIdempotency<Context = any, Tx = unknown>({
             keySource: 'argument',
             firstAttempt: state?.firstAttempt ?? false,
           },
-          async (tx, claim) =>
-            settled(await resolve(source, args, withClaim(context, txName, tx, claim), info)),
+          async (tx, claim) => settled(await resolveField(withClaim(context, txName, tx, claim))),
         );
         state?.fields.set(info.path.key, extensionOf(outcome));
         return outcome.value;
       } catch (error) {
+        // The resolver's own error stays its own, an error of ours it threw too (a nested call's
+        // 409): it may have acted before it, so no status that asks for a retry. A step's (its lease
+        // lost) speaks for this key: answered as ours.
+        if (thrown?.error === error && !raisedBySteps(error)) throw error;
         throw toGraphQLError(error, state?.retrySafe ?? false);
       }
     };
@@ -383,12 +397,17 @@ export function useIdempotency<Context = any, Tx = unknown>({
           keySource: 'header',
           firstAttempt,
           input: { document: print(args.document), operationName, variables: variables.coerced },
-          // Stored only when the user's `replayErrors` accepts every error of the operation.
+          // Stored only when the user's `replayErrors` accepts every error of the operation, and
+          // none is an error of ours a field threw (a nested call's, about another key).
           replayErrors:
             core.replayErrors &&
             ((error) =>
               error instanceof FailedOperation &&
-              error.errors.every((e) => core.replayErrors?.(e.originalError ?? e) ?? false)),
+              error.errors.every(
+                (e) =>
+                  !carriesIdempotencyError(e.originalError ?? e) &&
+                  (core.replayErrors?.(e.originalError ?? e) ?? false),
+              )),
           errorCodec: failed,
         },
         async (tx, claim) => {

@@ -1,6 +1,6 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
-import { IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
+import { carriesIdempotencyError, IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
 import { callHeaders, type HeadersLike, headerOf } from '../core/headers.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
@@ -296,7 +296,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       // The client gets the resolver's failure as tRPC answered it, unless a step raised it (its
       // lease lost: a 409 only while the key's record answers), answered as ours. Any other error
       // of ours the resolver threw (a nested call's 409) is its own: its effects may have happened.
-      if (failed && error === failed.error && !raisedBySteps(error)) throw failed.wrapper;
+      if (failed && error === failed.error && !raisedBySteps(error)) throw resolversOwn(failed.wrapper);
       if (!isIdempotencyError(error)) throw error;
       // Like `Idempotent-Replayed`: in a batch, a header would speak for every call in it.
       if (callsInRequest(ctx, opts.batchIndex) === 1) {
@@ -332,6 +332,17 @@ function missingKeyError(
   return new IdempotencyKeyMissingError(
     `"${path}" requires an idempotency key, and idempotency() cannot see the request headers, so a ${header} header would not be read: the context has no req.headers or headers. Pass the request on from createContext, e.g. createContext: ({ req, res, info }) => ({ req, res, info, … }), or set getHeaders; or send the key in the "${inputField}" input field (as server-side callers do)`,
   );
+}
+
+/**
+ * The resolver's failure as the client gets it: as tRPC answered it, except a nested call's answer
+ * of ours the resolver let through (thrown bare, or the `TRPCError` a server-side caller made of
+ * it, a 409 or 503 that clients retry): `INTERNAL_SERVER_ERROR`, with no idempotency code
+ * (`idempotencyErrorData`), since this resolver may have acted before it.
+ */
+function resolversOwn(wrapper: TRPCError): TRPCError {
+  if (!carriesIdempotencyError(wrapper)) return wrapper;
+  return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: wrapper.message, cause: wrapper });
 }
 
 /**

@@ -1,0 +1,183 @@
+import { createSchema, createYoga } from 'graphql-yoga';
+import { describe, expect, it } from 'vitest';
+import { idempotentFetch } from '../../src/client/index.js';
+import { idempotentDirectiveTypeDefs, useIdempotency } from '../../src/envelop/index.js';
+import { IdempotencyKeyInProgressError, memoryStore, runIdempotent } from '../../src/index.js';
+import { gate } from '../helpers/gate.js';
+
+const post = (
+  yoga: { fetch(url: string, init: RequestInit): Response | Promise<Response> },
+  query: string,
+  headers: Record<string, string> = {},
+) =>
+  yoga.fetch('http://localhost/graphql', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json', ...headers },
+    body: JSON.stringify({ query }),
+  });
+
+describe('useIdempotency: an error of ours that a resolver throws (a nested call’s)', () => {
+  it('is the resolver’s own error after it acted: no 409 and no Retry-After, so idempotentFetch does not run it again', async () => {
+    const store = memoryStore();
+    const held = gate();
+    const reserve = () =>
+      runIdempotent(
+        {
+          store,
+          scope: 'alice',
+          key: 'reserve-1',
+          operation: 'reserve',
+          input: {},
+          mode: 'lease',
+          waitTimeoutMs: 0,
+        },
+        async () => {
+          await held.opened;
+          return 'reserved';
+        },
+      );
+    let charges = 0;
+    const schema = createSchema({
+      typeDefs: [
+        idempotentDirectiveTypeDefs,
+        'type Query { ping: Boolean } type Mutation { checkout(idempotencyKey: String): String! @idempotent(mode: LEASE) }',
+      ],
+      resolvers: {
+        Mutation: {
+          checkout: async () => {
+            charges++; // the gateway's charge
+            await reserve(); // held by another request: IDEMPOTENCY_KEY_IN_PROGRESS
+            return 'paid';
+          },
+        },
+      },
+    });
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      plugins: [useIdempotency({ store, scope: () => 'alice' })],
+    });
+    const reserving = reserve();
+    const statuses: (string | number | null)[][] = [];
+    const send = idempotentFetch(
+      async (input, init) => {
+        const response = await yoga.fetch(new Request(input as string, init));
+        statuses.push([response.status, response.headers.get('retry-after')]);
+        return response;
+      },
+      { retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
+    );
+    await send('http://localhost/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: 'mutation { checkout(idempotencyKey: "order-1") }' }),
+    });
+    held.open();
+    await reserving;
+    expect(statuses).toHaveLength(1);
+    expect(statuses[0]![0]).not.toBe(409);
+    expect(statuses[0]![1]).toBeNull();
+    expect(charges).toBe(1);
+  });
+
+  it('is never kept for the key, whatever replayErrors says, and gets the same answer each time', async () => {
+    let runs = 0;
+    const schema = createSchema({
+      typeDefs:
+        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
+      resolvers: {
+        Mutation: {
+          pay: () => {
+            runs++;
+            throw new IdempotencyKeyInProgressError(2_000); // a nested runIdempotent's
+          },
+        },
+      },
+    });
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice', replayErrors: () => true })],
+    });
+    const answers = [];
+    for (let i = 0; i < 2; i++) {
+      const response = await post(yoga, 'mutation { pay(amount: 1, idempotencyKey: "k-1") }');
+      const body = (await response.json()) as { errors?: { extensions?: { code?: string } }[] };
+      answers.push([
+        response.status,
+        response.headers.get('retry-after'),
+        body.errors?.[0]?.extensions?.code,
+      ]);
+    }
+    expect(answers[1]).toEqual(answers[0]);
+    expect(answers[0]![0]).not.toBe(409);
+    expect(answers[0]![1]).toBeNull();
+    expect(runs).toBe(2);
+  });
+});
+
+describe('useIdempotency under an Idempotency-Key header: an operation one of whose fields threw an error of ours', () => {
+  it('is not kept, even when replayErrors accepts every error: a retry runs it again', async () => {
+    let runs = 0;
+    const schema = createSchema({
+      typeDefs: 'type Query { ping: Boolean } type Mutation { declined: Int, reserve: Int }',
+      resolvers: {
+        Mutation: {
+          declined: () => {
+            runs++;
+            throw Object.assign(new Error('declined'), { code: 'CARD_DECLINED' });
+          },
+          reserve: () => {
+            throw new IdempotencyKeyInProgressError(2_000); // a nested runIdempotent's
+          },
+        },
+      },
+    });
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice', replayErrors: () => true })],
+    });
+    for (let i = 0; i < 2; i++) {
+      const response = await post(yoga, 'mutation { declined reserve }', { 'Idempotency-Key': 'op-1' });
+      expect(response.headers.get('retry-after')).toBeNull();
+    }
+    expect(runs).toBe(2);
+  });
+});
+
+describe('useIdempotency on a schema whose query root is its mutation root', () => {
+  it('refuses an idempotent field selected from a query, where it would run without a record', async () => {
+    let runs = 0;
+    const schema = createSchema({
+      typeDefs: [
+        idempotentDirectiveTypeDefs,
+        'schema { query: Root mutation: Root } type Root { ping: Boolean pay(amount: Int!, idempotencyKey: String): Int! @idempotent }',
+      ],
+      resolvers: {
+        Root: {
+          pay: (_: unknown, { amount }: { amount: number }) => {
+            runs++;
+            return amount;
+          },
+        },
+      },
+    });
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice' })],
+    });
+    const viaQuery = await post(yoga, 'query { pay(amount: 1, idempotencyKey: "k") }');
+    expect(viaQuery.status).toBe(400);
+    expect(await viaQuery.json()).toMatchObject({
+      errors: [{ extensions: { code: 'IDEMPOTENCY_KEY_INVALID' } }],
+    });
+    // As a mutation it runs once, and its retry replays.
+    for (let i = 0; i < 2; i++) {
+      const response = await post(yoga, 'mutation { pay(amount: 1, idempotencyKey: "k") }');
+      expect(await response.json()).toMatchObject({ data: { pay: 1 } });
+    }
+    expect(runs).toBe(1);
+  });
+});
