@@ -82,8 +82,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
   /**
    * Lease mode: the heartbeat stops extending the lease this long after the claim began (a wait
    * for a duplicate included), so a hung resolver's key is freed (and listed by `stuck`) instead
-   * of being held forever. `ttlMs` must be at least this with a heartbeat (at least `leaseMs`
-   * without one): a call must not outlive its own steps.
+   * of being held forever. A call that runs steps needs `ttlMs` at least this with a heartbeat
+   * (at least `leaseMs` without one): it must not outlive its own steps.
    * @default 300_000 (5 minutes), or `leaseMs` if longer
    */
   maxLeaseMs?: number | undefined;
@@ -96,8 +96,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
   clock?: (() => number) | undefined;
   /**
    * How long a completed record is replayed, from its completion; in lease mode also how long a claim
-   * and its steps are kept for a retry to resume, from when they were written (so at least the
-   * longest the call may hold its key, see `maxLeaseMs`). @default 86_400_000 (24 h)
+   * and its steps are kept for a retry to resume, from when they were written (so, for a call that
+   * runs steps, at least the longest it may hold its key, see `maxLeaseMs`). @default 86_400_000 (24 h)
    */
   ttlMs?: number | undefined;
   /**
@@ -259,7 +259,7 @@ function resolveCall<T, Tx>(
   const maxLeaseMs = options.maxLeaseMs ?? Math.max(300_000, leaseMs);
   const ttlMs = options.ttlMs ?? DAY_MS;
   if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) throw new RangeError('ttlMs must be a positive integer');
-  if (mode === 'lease') checkLeaseOptions(leaseMs, heartbeatMs, maxLeaseMs, ttlMs);
+  if (mode === 'lease') checkLeaseOptions(leaseMs, heartbeatMs, maxLeaseMs);
   const key = validateKey(options.key, options.keyPolicy);
   if (typeof operation !== 'string' || operation.length === 0 || operation.length > 255) {
     throw new TypeError('The idempotency operation must be a string of 1 to 255 characters');
@@ -357,26 +357,11 @@ function checkWaitTimeout(waitTimeoutMs: number, mode: 'transactional' | 'lease'
   }
 }
 
-function checkLeaseOptions(
-  leaseMs: number,
-  heartbeatMs: number | undefined,
-  maxLeaseMs: number,
-  ttlMs: number,
-): void {
+function checkLeaseOptions(leaseMs: number, heartbeatMs: number | undefined, maxLeaseMs: number): void {
   if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0)
     throw new RangeError('leaseMs must be a positive integer');
   if (heartbeatMs !== undefined && !(heartbeatMs > 0 && heartbeatMs < leaseMs)) {
     throw new RangeError('heartbeatMs must be positive and shorter than leaseMs');
   }
   if (!(maxLeaseMs >= leaseMs)) throw new RangeError('maxLeaseMs must be at least leaseMs');
-  // A claim and its steps are kept `ttlMs` from when they were written: held longer, a call would
-  // outlive its own steps, and a retry after it failed would find them expired and run them again.
-  const [held, name] = heartbeatMs === undefined ? [leaseMs, 'leaseMs'] : [maxLeaseMs, 'maxLeaseMs'];
-  if (ttlMs < held) {
-    throw new RangeError(
-      `ttlMs (${ttlMs}) is shorter than the longest a lease-mode call may hold its key (${name}, ${held}` +
-        `${heartbeatMs === undefined ? '' : ', with heartbeatMs'}): its steps could expire while it runs. ` +
-        `Choose a longer ttlMs or a shorter ${name}`,
-    );
-  }
 }

@@ -138,6 +138,7 @@ export class StepJournal<T, Tx> {
     }
     const steps = this.call.store.steps;
     if (!steps) throw new TypeError('This store keeps no steps: step() needs a store with `steps`');
+    this.checkKeptLongEnough();
     this.running = true;
     try {
       if (this.names.has(name)) {
@@ -166,6 +167,24 @@ export class StepJournal<T, Tx> {
       this.running = false;
     }
   };
+
+  /**
+   * Steps are kept `ttlMs` from when they were stored: a call that may hold its key longer (its
+   * heartbeat up to `maxLeaseMs`, else `leaseMs`) could outlive them, and a retry after it failed
+   * would find them expired and run them again. Refused at the first step, before any `fn` runs.
+   */
+  private checkKeptLongEnough(): void {
+    const { ttlMs, leaseMs, heartbeatMs, maxLeaseMs } = this.call;
+    const [held, name] = heartbeatMs === undefined ? [leaseMs, 'leaseMs'] : [maxLeaseMs, 'maxLeaseMs'];
+    if (ttlMs >= held) return;
+    throw this.raise(
+      new RangeError(
+        `ttlMs (${ttlMs}) is shorter than the longest this call may hold its key (${name}, ${held}` +
+          `${heartbeatMs === undefined ? '' : ', with heartbeatMs'}): its steps could expire while it runs. ` +
+          `Choose a longer ttlMs or a shorter ${name} for a call that runs steps`,
+      ),
+    );
+  }
 
   /**
    * The stored step that answers for step `name` at `position`, if any. Another step stored at

@@ -275,11 +275,12 @@ export function useIdempotency<Context = any, Tx = unknown>({
       // Root fields get the execution's root value; under a header key, every field gets the
       // operation's own context.
       const state = executions.get(source as object) ?? executions.get(context as object);
-      /** What the field's own resolver threw, if it threw. */
+      /** What the field's own resolver threw (or returned as its error, see `settled`), if any. */
       let thrown: { error: unknown } | undefined;
-      const resolveField = async (fieldContext: unknown) => {
+      const resolveField = async (fieldContext: unknown, settle = true) => {
         try {
-          return await resolve(source, args, fieldContext, info);
+          const value = await resolve(source, args, fieldContext, info);
+          return settle ? await settled(value) : value;
         } catch (error) {
           thrown = { error };
           throw error;
@@ -289,7 +290,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         if (state?.operationKey !== undefined) {
           // The header's key claims the whole operation; this field runs in its transaction.
           resolveKey(state.operationKey, args[argumentName], core.keyPolicy);
-          return await resolveField(context);
+          return await resolveField(context, false);
         }
         // Refused before execution already (`checkSelections`).
         if (info.path.prev !== undefined) {
@@ -309,7 +310,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           }
           // An `Error` it returns is its error, as with a key: its writes roll back.
           return await runUnrecorded(core.store, mode, async (tx) =>
-            settled(await resolveField(withTransaction(context, txName, tx))),
+            resolveField(withTransaction(context, txName, tx)),
           );
         }
         const { [argumentName]: _key, ...input } = args;
@@ -327,7 +328,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
             keySource: 'argument',
             firstAttempt: state?.firstAttempt ?? false,
           },
-          async (tx, claim) => settled(await resolveField(withClaim(context, txName, tx, claim))),
+          async (tx, claim) => resolveField(withClaim(context, txName, tx, claim)),
         );
         state?.fields.set(info.path.key, extensionOf(outcome));
         return outcome.value;

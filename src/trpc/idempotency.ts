@@ -334,14 +334,19 @@ function missingKeyError(
   );
 }
 
+/** Codes whose status clients retry (409, 503, 429). */
+const RETRIED_CODES = new Set<string>(['CONFLICT', 'SERVICE_UNAVAILABLE', 'TOO_MANY_REQUESTS']);
+
 /**
  * The resolver's failure as the client gets it: as tRPC answered it, except a nested call's answer
- * of ours the resolver let through (thrown bare, or the `TRPCError` a server-side caller made of
- * it, a 409 or 503 that clients retry): `INTERNAL_SERVER_ERROR`, with no idempotency code
- * (`idempotencyErrorData`), since this resolver may have acted before it.
+ * of ours the resolver let through, thrown bare or as the `TRPCError` a server-side caller made of
+ * it with a status clients retry: `INTERNAL_SERVER_ERROR`, with no idempotency code
+ * (`idempotencyErrorData`), since this resolver may have acted before it. A code the resolver chose
+ * itself that asks for no retry (a `BAD_REQUEST` with ours as its cause) stays.
  */
 function resolversOwn(wrapper: TRPCError): TRPCError {
   if (!carriesIdempotencyError(wrapper)) return wrapper;
+  if (wrapper.code !== 'INTERNAL_SERVER_ERROR' && !RETRIED_CODES.has(wrapper.code)) return wrapper;
   return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: wrapper.message, cause: wrapper });
 }
 

@@ -424,23 +424,28 @@ describe('runIdempotent in lease mode (memory store)', () => {
     });
   });
 
-  it('rejects a ttlMs shorter than the call may hold its key, whose steps could expire while it runs', async () => {
+  it('refuses steps under a ttlMs shorter than the call may hold its key, at the first step, before its fn runs', async () => {
     // Steps are kept ttlMs from when they were stored: a call held longer by its heartbeat that then
     // failed would find them expired on its retry, and charge again.
     const { options } = leased();
-    const resolver = vi.fn(async () => 1);
-    await expect(runIdempotent({ ...options, ttlMs: 8_000, heartbeatMs: 1_000 }, resolver)).rejects.toThrow(
-      /ttlMs \(8000\) is shorter than the longest a lease-mode call may hold its key \(maxLeaseMs, 300000, with heartbeatMs\)/,
+    const fn = vi.fn(() => 'charged');
+    const withStep = async (_tx: unknown, { step }: ResolverClaim<undefined>) => step!('charge', fn);
+    await expect(runIdempotent({ ...options, ttlMs: 8_000, heartbeatMs: 1_000 }, withStep)).rejects.toThrow(
+      /ttlMs \(8000\) is shorter than the longest this call may hold its key \(maxLeaseMs, 300000, with heartbeatMs\)/,
     );
-    await expect(runIdempotent({ ...options, ttlMs: 4_000 }, resolver)).rejects.toThrow(/\(leaseMs, 5000\)/);
-    expect(resolver).not.toHaveBeenCalled();
-    // Held no longer than it is kept: accepted.
+    await expect(runIdempotent({ ...options, key: 'k-2', ttlMs: 4_000 }, withStep)).rejects.toThrow(
+      /\(leaseMs, 5000\)/,
+    );
+    expect(fn).not.toHaveBeenCalled();
+    // A call that runs no step is not concerned; one held no longer than it is kept runs its steps.
     await expect(
-      runIdempotent({ ...options, ttlMs: 8_000, heartbeatMs: 1_000, maxLeaseMs: 8_000 }, resolver),
+      runIdempotent({ ...options, key: 'k-3', ttlMs: 8_000, heartbeatMs: 1_000 }, async () => 1),
     ).resolves.toMatchObject({ value: 1 });
-    // Transactional mode holds no lease: any ttlMs.
     await expect(
-      runIdempotent({ ...options, key: 'k-2', mode: 'transactional', ttlMs: 1_000 }, resolver),
-    ).resolves.toMatchObject({ value: 1 });
+      runIdempotent(
+        { ...options, key: 'k-4', ttlMs: 8_000, heartbeatMs: 1_000, maxLeaseMs: 8_000 },
+        withStep,
+      ),
+    ).resolves.toMatchObject({ value: 'charged' });
   });
 });

@@ -80,6 +80,41 @@ describe('useIdempotency: an error of ours that a resolver throws (a nested call
     expect(charges).toBe(1);
   });
 
+  it('is the resolver’s own too when it returns it, or when it rejects a promise in the returned value', async () => {
+    const nested = () => Promise.reject(new IdempotencyKeyInProgressError(30_000)); // a nested call's
+    let charges = 0;
+    const schema = createSchema({
+      typeDefs: [
+        idempotentDirectiveTypeDefs,
+        'type Query { ping: Boolean } type Order { id: Int, reservation: String }',
+        'type Mutation { returned(idempotencyKey: String): Order @idempotent(mode: LEASE) member(idempotencyKey: String): Order @idempotent(mode: LEASE) }',
+      ],
+      resolvers: {
+        Mutation: {
+          returned: async () => {
+            charges++;
+            return await nested().catch((error: unknown) => error); // returned, as graphql-js allows
+          },
+          member: async () => {
+            charges++;
+            return { id: 1, reservation: nested() };
+          },
+        },
+      },
+    });
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice' })],
+    });
+    for (const field of ['returned', 'member']) {
+      const response = await post(yoga, `mutation { ${field}(idempotencyKey: "${field}-1") { id } }`);
+      expect([response.status, response.headers.get('retry-after')]).not.toEqual([409, '30']);
+      expect(response.status).not.toBe(409);
+    }
+    expect(charges).toBe(2);
+  });
+
   it('is never kept for the key, whatever replayErrors says, and gets the same answer each time', async () => {
     let runs = 0;
     const schema = createSchema({

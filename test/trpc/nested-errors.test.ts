@@ -1,10 +1,10 @@
 import { createTRPCClient, httpLink } from '@trpc/client';
-import { initTRPC } from '@trpc/server';
+import { initTRPC, TRPCError } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { idempotencyHeaders, idempotencyLink } from '../../src/client/index.js';
-import { IdempotencyKeyInProgressError, memoryStore } from '../../src/index.js';
+import { IdempotencyKeyInProgressError, IdempotencyKeyMismatchError, memoryStore } from '../../src/index.js';
 import { type IdempotencyMeta, idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
 import { gate } from '../helpers/gate.js';
 import { listen } from '../helpers/listen.js';
@@ -78,6 +78,31 @@ describe('idempotency(): a nested idempotent call’s error that the resolver le
     expect(statuses).toEqual([500]);
     expect(error).toMatchObject({ data: { code: 'INTERNAL_SERVER_ERROR', idempotencyCode: null } });
     expect(charges).toBe(1);
+  });
+
+  it('keeps a code the resolver chose itself that asks for no retry, with ours as its cause', async () => {
+    const router = t.router({
+      reserve: t.procedure
+        .input(z.object({ items: z.array(z.string()) }))
+        .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user }))
+        .mutation(() => {
+          throw new TRPCError({
+            code: 'BAD_REQUEST',
+            message: 'This cart was already reserved with other items',
+            cause: new IdempotencyKeyMismatchError(new Date()), // a nested call's
+          });
+        }),
+    });
+    const { url, statuses, fetchCounting } = await serve(router);
+    const client = createTRPCClient<typeof router>({
+      links: [httpLink({ url, headers: { 'Idempotency-Key': 'k-1' }, fetch: fetchCounting })],
+    });
+    const error = await client.reserve.mutate({ items: ['book'] }).catch((e: unknown) => e);
+    expect(statuses).toEqual([400]);
+    expect(error).toMatchObject({
+      message: 'This cart was already reserved with other items',
+      data: { code: 'BAD_REQUEST' },
+    });
   });
 
   it('never keeps an error of ours the resolver threw, whatever replayErrors says: each answer is the same 500', async () => {
