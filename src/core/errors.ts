@@ -161,6 +161,15 @@ export class IdempotencyStoreUnavailableError extends IdempotencyError {
 }
 
 /** Whether `error` is one of ours (works across duplicated copies of the package, by `code`). */
+export function isIdempotencyError(error: unknown): error is IdempotencyError {
+  return (
+    error instanceof IdempotencyError ||
+    (error instanceof Error &&
+      typeof (error as Error & { code?: unknown }).code === 'string' &&
+      Object.hasOwn(statusOf, (error as Error & { code: string }).code))
+  );
+}
+
 /**
  * Whether `error` is, or was caused by (its `cause` chain), one of our errors: thrown by a
  * resolver, it is a nested call's answer about another key (a 409 of a call it made), never this
@@ -173,15 +182,6 @@ export function carriesIdempotencyError(error: unknown): boolean {
     node = (node as { cause?: unknown }).cause;
   }
   return false;
-}
-
-export function isIdempotencyError(error: unknown): error is IdempotencyError {
-  return (
-    error instanceof IdempotencyError ||
-    (error instanceof Error &&
-      typeof (error as Error & { code?: unknown }).code === 'string' &&
-      Object.hasOwn(statusOf, (error as Error & { code: string }).code))
-  );
 }
 
 /**

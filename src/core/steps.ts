@@ -4,7 +4,6 @@ import {
   type IdempotencyLeaseLostError,
   IdempotencyOutcomeUnknownError,
   IdempotencyStepDivergedError,
-  isIdempotencyError,
 } from './errors.js';
 import { leaseLostAnswer } from './lease-lost.js';
 import type { LeaseOwner, StepOperations, StepRecord, StepWrite } from './store.js';
@@ -267,7 +266,8 @@ export class StepJournal<T, Tx> {
       return value;
     } catch (error) {
       if (error instanceof StepFenced) throw await this.lostLeaseAnswer(`The step "${name}"`);
-      if (raisedBySteps(error) || isIdempotencyError(error) || !call.replayErrors?.(error)) throw error;
+      // `call.replayErrors` (`replayPolicy`) never accepts an error of ours: a nested call's.
+      if (raisedBySteps(error) || !call.replayErrors?.(error)) throw error;
       // A replayable error (a declined card) is the step's outcome: replayed to every retry.
       const stored = storedErrorText(call, error);
       if (stored !== undefined) await this.save(steps, write(stored, true));
