@@ -24,6 +24,11 @@ export interface Opening {
    * A statement Prisma handed the adapter before comes first. Returns the way to let them through again.
    */
   seal?: () => () => void;
+  /**
+   * Once `direct` is set: says the store's work is over, so Prisma may commit. Until then a `COMMIT`
+   * of Prisma's side is the resolver's own, and is refused (`CommitRefusedError`).
+   */
+  workEnded?: () => void;
 }
 
 /**
@@ -152,10 +157,14 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
           // MySQL/MariaDB end the whole transaction at a conflict, and the session goes on outside
           // it; PostgreSQL's goes on inside it (rolled back to a savepoint), or fails.
           const endsAtConflict = (adapter as { provider?: string }).provider === 'mysql';
-          const { prismaSide, direct, wentOnAfterConflict, seal } = guarded(transaction, endsAtConflict);
+          const { prismaSide, direct, wentOnAfterConflict, seal, workEnded } = guarded(
+            transaction,
+            endsAtConflict,
+          );
           opening.direct = direct;
           opening.wentOnAfterConflict = wentOnAfterConflict;
           opening.seal = seal;
+          opening.workEnded = workEnded;
           opening.adapterName = (transaction as { adapterName?: string }).adapterName;
           return prismaSide;
         },
@@ -168,7 +177,10 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
  * `transaction` for Prisma, which marks it closed as Prisma ends it, and the store's raw queries on
  * it, which fail once it is closed: the connection goes back to the pool then, and a statement
  * sent on it would run outside the transaction, or in another one. Once sealed, Prisma's side
- * refuses every statement but the transaction's end.
+ * refuses every statement but the transaction's end. Until the work ended, it refuses a `COMMIT`:
+ * Prisma sends its own only after the work, so one before is the resolver's, which would commit
+ * the claim and the resolver's writes without the result (the store's own statement after it
+ * refused), and a retry would find the key free to take over.
  */
 function guarded(
   transaction: AdapterTransaction,
@@ -178,8 +190,10 @@ function guarded(
   direct: AdapterQueries;
   wentOnAfterConflict: (() => boolean) | undefined;
   seal: () => () => void;
+  workEnded: () => void;
 } {
   let closed = false;
+  let working = true;
   let sealed = false;
   let conflicted = false;
   let wentOn = false;
@@ -199,7 +213,9 @@ function guarded(
     }
   };
   const watched: Replacement = (original, query) => {
-    if (ENDING.test((query as { sql: string }).sql)) {
+    const ending = ENDING.exec((query as { sql: string }).sql);
+    if (ending) {
+      if (working && ending[1]!.toUpperCase() === 'COMMIT') return Promise.reject(new CommitRefusedError());
       closed = true;
       return original(query);
     }
@@ -256,7 +272,23 @@ function guarded(
         sealed = false;
       };
     },
+    workEnded: () => {
+      working = false;
+    },
   };
+}
+
+/**
+ * A `COMMIT` the resolver sent on the store's transaction: not sent. The store commits the
+ * transaction itself, once the result is stored with the resolver's writes.
+ */
+export class CommitRefusedError extends Error {
+  override name = 'CommitRefusedError';
+  constructor() {
+    super(
+      "The resolver sent COMMIT on the idempotency store's transaction: it was not sent. The store commits the transaction itself, with the key's result, once the resolver returns; a COMMIT before would commit the mutation without it",
+    );
+  }
 }
 
 /**

@@ -210,7 +210,7 @@ export function prismaStore<Client extends PrismaClientLike>(
         const value = await openTransaction((opening, begun) =>
           prisma.$transaction((tx: Tx & PrismaQueryable) => {
             begun();
-            return inside(
+            const ran = inside(
               () =>
                 opening.direct
                   ? work(
@@ -225,6 +225,8 @@ export function prismaStore<Client extends PrismaClientLike>(
                 wentOnAfterConflict: opening.wentOnAfterConflict,
               },
             );
+            // Prisma's COMMIT comes after the work; one before it is the resolver's (refused).
+            return opening.workEnded ? ran.finally(opening.workEnded) : ran;
           }, transactionOptions),
         );
         // Answered before the COMMIT was, on the same connection.
