@@ -354,6 +354,11 @@ export interface AbortQuestions {
   aborted?: (() => Promise<unknown>) | undefined;
   /** Whether statements ran on it after one failed with a write conflict (see `Opening`). */
   wentOnAfterConflict?: (() => boolean) | undefined;
+  /**
+   * Whether a write of the work's may have run outside the transaction: one answered with the session
+   * out of it (see `Opening.wroteOutside`); absent where that cannot be told.
+   */
+  wroteOutside?: (() => boolean) | undefined;
 }
 
 /** Options of `retryingTransaction`. */
@@ -415,7 +420,8 @@ export async function abortedByDatabase(tx: PrismaQueryable, provider: Provider)
  * the database had already aborted the transaction: with a conflict error, nothing of it committed,
  * and it is a write conflict like any other; with the session simply out of its transaction, its
  * later statements may have committed on their own, and the call answers
- * `IDEMPOTENCY_OUTCOME_UNKNOWN`. Any database failure (the store's statements, the resolver's own
+ * `IDEMPOTENCY_OUTCOME_UNKNOWN`, unless `wroteOutside` says every statement answered outside the
+ * transaction only read (then nothing committed, and it is a write conflict too). Any database failure (the store's statements, the resolver's own
  * `tx` statements, `COMMIT`) is the store's: the transaction rolled back, or, when the connection
  * was lost at `COMMIT`, committed whole, so a retry with the same key either replays or starts clean.
  */
@@ -426,7 +432,13 @@ export async function retryingTransaction<T>(
   const busyUntil = performance.now() + busyWaitMs;
   for (let conflicts = 0, tries = 0; ; tries++) {
     let thrown:
-      | { error: unknown; abort: unknown; wentOn: boolean; wentOnSince: (() => boolean) | undefined }
+      | {
+          error: unknown;
+          abort: unknown;
+          wentOn: boolean;
+          wentOnSince: (() => boolean) | undefined;
+          wroteOutside: (() => boolean) | undefined;
+        }
       | undefined;
     const inside = async <R>(work: () => Promise<R>, asks: AbortQuestions = {}): Promise<R> => {
       try {
@@ -447,6 +459,7 @@ export async function retryingTransaction<T>(
           abort: unexplained && !wentOn ? await aborted() : undefined,
           wentOn,
           wentOnSince: asks.wentOnAfterConflict,
+          wroteOutside: asks.wroteOutside,
         };
         throw error;
       }
@@ -472,7 +485,11 @@ export async function retryingTransaction<T>(
         );
         // Out of its transaction with no conflict error left to answer, the session may have run
         // writes of the work on their own since the abort, and they committed: not run again.
-        if (classify(fromWork.abort) !== 'writeConflict') throw outOfTransaction(database);
+        // Unless every answer to a write of the work (asked now: a branch of it may have had one in
+        // flight) said the session was still in the transaction: then each ran in it and rolled back
+        // with it, and only reads (Prisma's read-back of its own INSERT, finding nothing) ran after.
+        if (classify(fromWork.abort) !== 'writeConflict' && (fromWork.wroteOutside?.() ?? true))
+          throw outOfTransaction(database);
         // Nothing of the aborted transaction committed: a write conflict, whatever the work threw.
         failure = 'writeConflict';
       } else {

@@ -19,6 +19,15 @@ export interface Opening {
    */
   wentOnAfterConflict?: () => boolean;
   /**
+   * MySQL/MariaDB, once `direct` is set, where the driver lets the server's status flags be read
+   * after each statement (the `mariadb` connector's `info.status`): whether a statement of Prisma's
+   * (the resolver's) other than a plain `SELECT` succeeded with the session out of its transaction
+   * (`SERVER_STATUS_IN_TRANS` clear in its answer), or one succeeded whose answer could not be read.
+   * A statement answered inside the transaction ran in it: it committed with it, or rolled back with
+   * it. `false` says that no write of Prisma's ran on its own, however the transaction ended.
+   */
+  wroteOutside?: () => boolean;
+  /**
    * Once `direct` is set: refuses, from now on, every statement of Prisma's (the resolver's) but
    * the transaction's end, so that what the transaction commits is only what the store sends next.
    * A statement Prisma handed the adapter before comes first. Returns the way to let them through again.
@@ -157,12 +166,13 @@ export function directStatements<Factory extends DriverAdapterFactory>(factory: 
           // MySQL/MariaDB end the whole transaction at a conflict, and the session goes on outside
           // it; PostgreSQL's goes on inside it (rolled back to a savepoint), or fails.
           const endsAtConflict = (adapter as { provider?: string }).provider === 'mysql';
-          const { prismaSide, direct, wentOnAfterConflict, seal, workEnded } = guarded(
+          const { prismaSide, direct, wentOnAfterConflict, wroteOutside, seal, workEnded } = guarded(
             transaction,
             endsAtConflict,
           );
           opening.direct = direct;
           opening.wentOnAfterConflict = wentOnAfterConflict;
+          opening.wroteOutside = wroteOutside;
           opening.seal = seal;
           opening.workEnded = workEnded;
           opening.adapterName = (transaction as { adapterName?: string }).adapterName;
@@ -189,6 +199,7 @@ function guarded(
   prismaSide: AdapterTransaction;
   direct: AdapterQueries;
   wentOnAfterConflict: (() => boolean) | undefined;
+  wroteOutside: (() => boolean) | undefined;
   seal: () => () => void;
   workEnded: () => void;
 } {
@@ -201,11 +212,18 @@ function guarded(
     closed = true;
     return original();
   };
+  // Whether the driver shows the server's status flags: read once the transaction has begun.
+  const observable = endsAtConflict && inTransaction(transaction) === true;
+  let outsideWrite = false;
   /** A statement's outcome, noted: one that ran after a conflict means somebody caught it and went on. */
-  const noted = async (sent: Promise<unknown>): Promise<unknown> => {
+  const noted = async (sent: Promise<unknown>, sql: string): Promise<unknown> => {
     try {
       const result = await sent;
       if (conflicted) wentOn = true;
+      // Read as the answer arrives: a later statement's answer can only say "outside" too, once the
+      // database has ended the transaction (nothing begins another one but Prisma), so a late read
+      // errs on the side of "wrote outside".
+      if (observable && inTransaction(transaction) !== true && !PLAIN_SELECT.test(sql)) outsideWrite = true;
       return result;
     } catch (error) {
       if (isWriteConflict(error)) conflicted = true;
@@ -223,7 +241,7 @@ function guarded(
     // is back in the pool then, and the statement would run outside the transaction.
     const refused = refusal();
     if (refused) return Promise.reject(refused);
-    return endsAtConflict ? noted(original(query)) : original(query);
+    return endsAtConflict ? noted(original(query), (query as { sql: string }).sql) : original(query);
   };
   /** Why a statement of Prisma's is not sent now, if it is not. */
   const refusal = () =>
@@ -266,6 +284,7 @@ function guarded(
     prismaSide,
     direct,
     wentOnAfterConflict: endsAtConflict ? () => wentOn : undefined,
+    wroteOutside: observable ? () => outsideWrite : undefined,
     seal: () => {
       sealed = true;
       return () => {
@@ -289,6 +308,30 @@ export class CommitRefusedError extends Error {
       "The resolver sent COMMIT on the idempotency store's transaction: it was not sent. The store commits the transaction itself, with the key's result, once the resolver returns; a COMMIT before would commit the mutation without it",
     );
   }
+}
+
+/**
+ * A statement that only reads: a `SELECT` with no `INTO` (a file or variables). A `SELECT` that
+ * calls a stored function which writes is not told apart: like a statement that commits implicitly,
+ * the store does not support one in the resolver's transaction.
+ */
+const PLAIN_SELECT = /^\s*\(?\s*SELECT\b(?![\s\S]*\bINTO\b)/i;
+
+/** MySQL's `SERVER_STATUS_IN_TRANS`, in the status flags of every OK and EOF packet. */
+const SERVER_STATUS_IN_TRANS = 1;
+
+/**
+ * Whether the session of a `@prisma/adapter-mariadb` transaction was in a transaction when the
+ * server last answered on it, as the `mariadb` connector read the answer's status flags; `undefined`
+ * where the driver does not show them.
+ */
+function inTransaction(transaction: object): boolean | undefined {
+  const { conn, client } = transaction as { conn?: unknown; client?: unknown };
+  for (const connection of [conn, client]) {
+    const status = (connection as { info?: { status?: unknown } } | undefined)?.info?.status;
+    if (typeof status === 'number') return (status & SERVER_STATUS_IN_TRANS) !== 0;
+  }
+  return undefined;
 }
 
 /**

@@ -223,6 +223,7 @@ export function prismaStore<Client extends PrismaClientLike>(
               {
                 aborted: askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
                 wentOnAfterConflict: opening.wentOnAfterConflict,
+                wroteOutside: opening.wroteOutside,
               },
             );
             // Prisma's COMMIT comes after the work; one before it is the resolver's (refused).

@@ -85,8 +85,11 @@ export async function backgroundAborts(
       const { notice } = pending;
       if (--pending.times === 0) pending = undefined;
       aborted++;
-      // Not a ROLLBACK of Prisma's (which `directStatements` watches for): the server's own.
-      await tx.executeRaw(raw('ROLLBACK /* aborted in the background */'));
+      // Not a statement of Prisma's (which `directStatements` watches): the server's own. On
+      // MariaDB it goes on the driver's connection itself, beneath every wrapper of the adapter.
+      const { conn } = tx as { conn?: { query(sql: string): Promise<unknown> } };
+      if (provider === 'mysql' && conn) await conn.query('ROLLBACK /* aborted in the background */');
+      else await tx.executeRaw(raw('ROLLBACK /* aborted in the background */'));
       untilNotice = { 'next statement': 0, 'statement after next': 1, never: Number.POSITIVE_INFINITY }[
         notice
       ];

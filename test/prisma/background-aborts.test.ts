@@ -138,19 +138,47 @@ describeEachServer('a transaction the database aborted in the background', (db) 
   );
 
   if (db.provider === 'mysql') {
-    it('never noticed, the session out of its transaction: not run again, IDEMPOTENCY_OUTCOME_UNKNOWN', async () => {
+    it('never noticed, with only reads after it (the read-back finds nothing): runs again, the payment commits once', async () => {
       const call = payment();
       aborts.plan({ after: PAYMENT_INSERT, notice: 'never' });
-      const error = await call.run().catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
-      expect(call.events()).toEqual(['claimed', 'outcome_unknown']);
-      expect(JSON.stringify(causes(error))).toMatch(/no longer in one/);
-      // The resolver's own error (its read-back found nothing) is kept among the causes.
-      expect(JSON.stringify(causes(error))).toMatch(/TypeError|null/);
-      expect(call.runs()).toBe(1);
-      // Here the aborted INSERT was its only write; the caller is told to check before retrying.
-      expect(await call.effects()).toEqual({ payments: 0, records: 0 });
+      const first = await call.run();
+      // Every write was answered inside the transaction, so it rolled back with it: a write conflict.
+      expect(call.runs()).toBe(2);
+      expect(call.events()).toEqual(['claimed', 'claimed', 'completed']);
+      expect(await call.effects()).toEqual({ payments: 1, records: 1 });
+      expect(await call.run()).toEqual({ ...first, replayed: true });
+      expect(call.runs()).toBe(2);
     });
+
+    it.each([
+      ['writes again (a payment, committed on its own)', 1],
+      ['sends an UPDATE that changes nothing', 0],
+    ])(
+      'never noticed, the resolver then %s: not run again, IDEMPOTENCY_OUTCOME_UNKNOWN',
+      async (_, payments) => {
+        const scope = uniqueScope();
+        const store = prismaStore(prisma);
+        let runs = 0;
+        aborts.plan({ after: PAYMENT_INSERT, notice: 'never' });
+        const error = await runIdempotent(
+          { store, scope, key: 'pay-1', operation: 'payments.create', input: { amount: '5.00' } },
+          async (tx: Tx) => {
+            runs++;
+            const data = { userId: scope, amount: new Decimal('5.00'), currency: 'EUR' };
+            await tx.payment.create({ data }).catch(() => undefined); // its read-back finds nothing
+            if (payments) await tx.payment.create({ data }).catch(() => undefined);
+            else await tx.$executeRawUnsafe('UPDATE payments SET currency = currency WHERE id = -1');
+            throw new Error('the payment was not read back');
+          },
+        ).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(IdempotencyOutcomeUnknownError);
+        expect(JSON.stringify(causes(error))).toMatch(/no longer in one/);
+        expect(runs).toBe(1);
+        // The caller is told to check before retrying: the write after the abort committed.
+        expect(await prisma.payment.count({ where: { userId: scope } })).toBe(payments);
+        expect(await countRecords(prisma, db.provider, scope)).toBe(0);
+      },
+    );
 
     it.each(['rethrows it', 'returns'])(
       'a resolver that catches the conflict error, writes again (it commits on its own), then %s: not run again, its write kept once',
