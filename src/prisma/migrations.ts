@@ -250,8 +250,8 @@ async function scriptInOneTransaction(
 
 /**
  * MySQL/MariaDB: runs `statements` one by one on a connection of its own (each DDL statement
- * commits by itself), holding the migration lock, unless `recorded` finds them applied once it
- * holds it. Whether they ran.
+ * commits by itself), holding the migration lock until they committed, unless `recorded` finds them
+ * applied once it holds it. Whether they ran.
  */
 async function inMysqlLock(
   db: MigrationTarget,
@@ -272,6 +272,9 @@ async function inMysqlLock(
         await session.executeRaw({ sql: statement, args: [], argTypes: [] });
       return true;
     } finally {
+      // Committed before the lock goes, which is the session's, not the transaction's: the run that
+      // takes it next must find the record (the adapter's own COMMIT after this finds nothing to do).
+      await session.executeRaw({ sql: 'COMMIT', args: [], argTypes: [] });
       await query(`SELECT RELEASE_LOCK('${MYSQL_MIGRATION_LOCK}')`);
     }
   } finally {

@@ -144,6 +144,47 @@ describeEachDatabase('applying migrations', (shared) => {
     expect(records.rows).toHaveLength(1);
   });
 
+  it('applies a migration once when the first run hands its transaction back slowly', async () => {
+    await adapter.executeRaw(sql('CREATE TABLE slow_counter (n INTEGER NOT NULL)'));
+    await adapter.executeRaw(sql('INSERT INTO slow_counter VALUES (0)'));
+    const pause =
+      { postgresql: 'SELECT pg_sleep(0.3);\n', mysql: 'DO SLEEP(0.3);\n' }[provider as string] ?? '';
+    const name = '20990101000002_slow_commit';
+    const bump = [{ name, sql: `${pause}UPDATE slow_counter SET n = n + 1;\n` }];
+    // The first run's transactions end 400 ms after it asks: another run waiting for the lock must
+    // still find the migration recorded once it holds it.
+    const slow = new Proxy(adapter, {
+      get(target, member) {
+        if (member !== 'startTransaction') return Reflect.get(target, member).bind(target);
+        return async () => {
+          const tx = await target.startTransaction();
+          return new Proxy(tx, {
+            get(t, m) {
+              const value = Reflect.get(t, m);
+              if (m !== 'commit') return typeof value === 'function' ? value.bind(t) : value;
+              return async () => {
+                await new Promise((resolve) => setTimeout(resolve, 400));
+                return t.commit();
+              };
+            },
+          });
+        };
+      },
+    });
+    const other = (await (await adapterForUrl(isolated.db.url!)).connect()) as Adapter;
+    try {
+      const first = applyMigrations(slow, provider, bump);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const ran = await Promise.all([first, applyMigrations(other, provider, bump)]);
+      expect(ran.flat()).toEqual([name]);
+    } finally {
+      await other.dispose();
+    }
+    expect((await adapter.queryRaw(sql('SELECT n FROM slow_counter'))).rows.map(([n]) => Number(n))).toEqual([
+      1,
+    ]);
+  });
+
   // PostgreSQL's catalog races on two CREATE TABLE IF NOT EXISTS at once (a unique violation).
   if (provider === 'postgresql')
     it('sets up a new schema once when two runs start at once', async () => {
