@@ -211,17 +211,37 @@ async function schemaExists(db: MigrationTarget, schema: string): Promise<boolea
   return rows.length > 0;
 }
 
+/** A SQLite script's `PRAGMA foreign_keys = OFF`. */
+const FOREIGN_KEYS_OFF = /\bPRAGMA\s+foreign_keys\s*=\s*(?:OFF|0|FALSE|NO)\b/i;
+
 /**
  * SQLite: runs `script` in one transaction, unless `recorded` finds it applied once the transaction
  * holds the database's write lock (`BEGIN IMMEDIATE`, which waits for another run's). better-sqlite3
  * runs a script as SQLite splits it (a trigger's `BEGIN … END` included), on the adapter's one
- * connection. Whether it ran.
+ * connection. A script that turns foreign keys off runs with them off (see below). Whether it ran.
  */
 async function scriptInOneTransaction(
   db: MigrationTarget,
   recorded: string,
   script: string,
+  /** Foreign keys are off for the script: checked before the commit. */
+  checkingKeys = false,
 ): Promise<boolean> {
+  // A script that turns foreign keys off (Prisma's table redefinitions: its DROP TABLE would
+  // otherwise delete the referencing rows, ON DELETE CASCADE) must do so before the transaction,
+  // where SQLite ignores the pragma; the keys are checked before the commit, and turned on again.
+  const pragma = (sql: string) => db.queryRaw({ sql, args: [], argTypes: [] });
+  if (!checkingKeys && FOREIGN_KEYS_OFF.test(script)) {
+    const [[on]] = (await pragma('PRAGMA foreign_keys')).rows as [[unknown]];
+    if (Number(on) === 1) {
+      await db.executeScript('PRAGMA foreign_keys = OFF');
+      try {
+        return await scriptInOneTransaction(db, recorded, script, true);
+      } finally {
+        await db.executeScript('PRAGMA foreign_keys = ON');
+      }
+    }
+  }
   // The connection's busy timeout is short (adapterForUrl's 50 ms): another run's migration is
   // waited for here, without holding up the event loop.
   const deadline = performance.now() + LOCK_WAIT_SECONDS * 1_000;
@@ -239,7 +259,16 @@ async function scriptInOneTransaction(
       await db.executeScript('ROLLBACK');
       return false;
     }
-    await db.executeScript(`${script}\nCOMMIT;`);
+    await db.executeScript(script);
+    if (checkingKeys) {
+      const broken = (await pragma('PRAGMA foreign_key_check')).rows;
+      if (broken.length > 0) {
+        throw new Error(
+          `The migration leaves ${broken.length} row(s) whose foreign key refers to no row (PRAGMA foreign_key_check; first: table ${String(broken[0]![0])}, rowid ${String(broken[0]![1])}): nothing was applied`,
+        );
+      }
+    }
+    await db.executeScript('COMMIT');
     return true;
   } catch (error) {
     // A failed script stops where it failed, inside the transaction.

@@ -185,6 +185,45 @@ describeEachDatabase('applying migrations', (shared) => {
     ]);
   });
 
+  // What `prisma migrate dev` writes for SQLite when a column of a referenced table changes: the
+  // pragmas are ignored inside a transaction, where the DROP TABLE deleted the referencing rows.
+  if (provider === 'sqlite')
+    it('applies a table redefinition with foreign keys off, as its script asks: no row cascades away', async () => {
+      const init = `CREATE TABLE "FkUser" ("id" INTEGER NOT NULL PRIMARY KEY, "name" TEXT NOT NULL);
+CREATE TABLE "FkPost" ("id" INTEGER NOT NULL PRIMARY KEY, "authorId" INTEGER NOT NULL,
+  CONSTRAINT "FkPost_authorId_fkey" FOREIGN KEY ("authorId") REFERENCES "FkUser" ("id") ON DELETE CASCADE ON UPDATE CASCADE);
+`;
+      const redefine = (orphan: string) => `-- RedefineTables
+PRAGMA defer_foreign_keys=ON;
+PRAGMA foreign_keys=OFF;
+CREATE TABLE "new_FkUser" ("id" INTEGER NOT NULL PRIMARY KEY, "name" TEXT NOT NULL, "email" TEXT);
+INSERT INTO "new_FkUser" ("id", "name") SELECT "id", "name" FROM "FkUser"${orphan};
+DROP TABLE "FkUser";
+ALTER TABLE "new_FkUser" RENAME TO "FkUser";
+PRAGMA foreign_keys=ON;
+PRAGMA defer_foreign_keys=OFF;
+`;
+      await applyMigrations(adapter, provider, [{ name: '20990101000003_fk_init', sql: init }]);
+      await adapter.executeScript(
+        `INSERT INTO "FkUser" VALUES (1, 'ann'), (2, 'bob'); INSERT INTO "FkPost" VALUES (10, 1), (11, 1), (12, 2);`,
+      );
+      const posts = async () =>
+        Number((await adapter.queryRaw(sql('SELECT COUNT(*) FROM "FkPost"'))).rows[0]![0]);
+      // One that leaves a post without its author is refused whole.
+      await expect(
+        applyMigrations(adapter, provider, [
+          { name: '20990101000004_fk_orphan', sql: redefine(' WHERE "id" = 1') },
+        ]),
+      ).rejects.toThrow(/foreign key refers to no row/);
+      expect(await posts()).toBe(3);
+      expect(
+        await applyMigrations(adapter, provider, [{ name: '20990101000005_fk_email', sql: redefine('') }]),
+      ).toEqual(['20990101000005_fk_email']);
+      expect(await posts()).toBe(3);
+      // Foreign keys are on again for the connection.
+      expect(Number((await adapter.queryRaw(sql('PRAGMA foreign_keys'))).rows[0]![0])).toBe(1);
+    });
+
   // PostgreSQL's catalog races on two CREATE TABLE IF NOT EXISTS at once (a unique violation).
   if (provider === 'postgresql')
     it('sets up a new schema once when two runs start at once', async () => {
