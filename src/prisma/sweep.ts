@@ -50,7 +50,7 @@ export interface SweepProgress {
  */
 export async function sweepExpired(prisma: PrismaQueryable, options: SweepOptions = {}): Promise<number> {
   const { batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY, signal, onBatch } = options;
-  if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
+  checkBatches(batchSize, maxBatches);
   const provider = options.provider ?? providerOf(prisma);
   const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
   const records = batches(prisma, provider, sweepStatement(provider, batchSize, tables.records), {
@@ -132,6 +132,14 @@ function batches<Row>(
   };
 }
 
+const MAX_TIMER_MS = 2_147_483_647;
+
+function checkBatches(batchSize: number, maxBatches: number): void {
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1)
+    throw new RangeError('batchSize must be a positive integer');
+  if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
+}
+
 /** Options of `startSweeper`. */
 export interface SweeperOptions
   extends Pick<SweepOptions, 'batchSize' | 'maxBatches' | 'provider' | 'table'> {
@@ -155,7 +163,12 @@ export interface Sweeper {
  */
 export function startSweeper(prisma: PrismaQueryable, options: SweeperOptions = {}): Sweeper {
   const { intervalMs = 60_000, onSweep, onError, ...sweepOptions } = options;
-  if (!(intervalMs > 0)) throw new RangeError('intervalMs must be positive');
+  // Node's timers take at most 2^31 - 1 ms; beyond, they fire at once (a sweep after every sweep).
+  if (!(intervalMs > 0 && intervalMs <= MAX_TIMER_MS)) {
+    throw new RangeError(`intervalMs must be positive and at most ${MAX_TIMER_MS} (about 24.8 days)`);
+  }
+  // Refused now, not by every sweep after, whose failures only onError would see.
+  checkBatches(sweepOptions.batchSize ?? 1_000, sweepOptions.maxBatches ?? Number.POSITIVE_INFINITY);
   const stopping = new AbortController();
   let running: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;

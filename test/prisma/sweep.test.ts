@@ -380,3 +380,14 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
   });
 });
+
+it.each([
+  ['an interval Node’s timer cannot hold (it would fire at once)', { intervalMs: 2 ** 31 }],
+  ['an infinite interval', { intervalMs: Number.POSITIVE_INFINITY }],
+  ['a batch size of 0', { batchSize: 0 }],
+  ['a fractional batch size', { batchSize: 1.5 }],
+  ['maxBatches 0', { maxBatches: 0 }],
+])('startSweeper refuses %s at once, before any sweep', (_, options) => {
+  // No client is reached: the options are refused before anything runs.
+  expect(() => startSweeper({} as never, options)).toThrow(RangeError);
+});
