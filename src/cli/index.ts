@@ -79,6 +79,14 @@ withDatabaseOptions(
   // The migrations create the tables under their own names: a --table would be ignored.
   { table: false },
 ).action(async (options: DatabaseOptions & { print?: boolean; provider?: Provider; migrations?: string }) => {
+  if (options.provider !== undefined && !options.print) {
+    // The database's own provider decides what is applied: another one's SQL would be ignored.
+    process.stderr.write(
+      'idempotent-mutations: --provider goes with --print only; migrate applies the migrations of the database the URL names\n',
+    );
+    process.exitCode = 1;
+    return;
+  }
   if (options.print) {
     try {
       const url = options.databaseUrl;

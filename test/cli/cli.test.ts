@@ -569,6 +569,20 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect((await cli(['migrate', '--help'])).stdout).not.toContain('--table');
   });
 
+  it('refuses --provider on migrate without --print, where the URL decides what is applied', async () => {
+    await rm('.tmp/cli-migrate/provider.db', { force: true });
+    const outcome = await cli([
+      'migrate',
+      '--provider',
+      'mysql',
+      '--database-url',
+      'file:.tmp/cli-migrate/provider.db',
+    ]);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/--provider goes with --print only/);
+    expect(existsSync('.tmp/cli-migrate/provider.db')).toBe(false);
+  });
+
   it('creates a missing SQLite file with migrate, applies an app’s own migrations too, and prints the SQL with --print', async () => {
     await rm('.tmp/cli-migrate/new.db', { force: true });
     const outcome = await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/new.db']);
