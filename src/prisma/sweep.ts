@@ -14,8 +14,9 @@ export interface SweepOptions {
    */
   batchSize?: number | undefined;
   /**
-   * Stops after this many batches (`DELETE` statements), the records' and then the steps' together;
-   * what is left waits for the next sweep. @default Infinity
+   * Stops after this many batches (`DELETE` statements), the records' and then the steps' together
+   * (a records' batch that found nothing expired does not count); what is left waits for the next
+   * sweep. @default Infinity
    */
   maxBatches?: number | undefined;
   /** Stops the sweep between two batches; the count deleted so far is returned. */
@@ -70,7 +71,9 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   let sent = 0;
   while (sent < maxBatches && !signal?.aborted) {
     const { count, found } = await records();
-    sent++;
+    // A batch that found nothing to delete leaves the budget to the steps: with \`maxBatches: 1\`
+    // they would never be swept otherwise.
+    if (found > 0) sent++;
     deleted += count;
     const more = found >= batchSize;
     onBatch?.({ batches: sent, deleted, more });
