@@ -211,6 +211,23 @@ async function schemaExists(db: MigrationTarget, schema: string): Promise<boolea
   return rows.length > 0;
 }
 
+/**
+ * SQLite: sends `statement` until it is not refused as busy, for up to `LOCK_WAIT_SECONDS` (a
+ * `BEGIN IMMEDIATE` or `COMMIT` that failed busy changed nothing, and can be sent again).
+ */
+async function whileBusy(db: MigrationTarget, statement: string): Promise<void> {
+  const deadline = performance.now() + LOCK_WAIT_SECONDS * 1_000;
+  for (let pause = 5; ; pause = Math.min(pause * 2, 250)) {
+    try {
+      await db.executeScript(statement);
+      return;
+    } catch (error) {
+      if (!isBusy(error) || performance.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}
+
 /** A SQLite script's `PRAGMA foreign_keys = OFF`. */
 const FOREIGN_KEYS_OFF = /\bPRAGMA\s+foreign_keys\s*=\s*(?:OFF|0|FALSE|NO)\b/i;
 
@@ -244,16 +261,7 @@ async function scriptInOneTransaction(
   }
   // The connection's busy timeout is short (adapterForUrl's 50 ms): another run's migration is
   // waited for here, without holding up the event loop.
-  const deadline = performance.now() + LOCK_WAIT_SECONDS * 1_000;
-  for (let pause = 5; ; pause = Math.min(pause * 2, 250)) {
-    try {
-      await db.executeScript('BEGIN IMMEDIATE');
-      break;
-    } catch (error) {
-      if (!isBusy(error) || performance.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, pause));
-    }
-  }
+  await whileBusy(db, 'BEGIN IMMEDIATE');
   try {
     if ((await db.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length > 0) {
       await db.executeScript('ROLLBACK');
@@ -268,7 +276,8 @@ async function scriptInOneTransaction(
         );
       }
     }
-    await db.executeScript('COMMIT');
+    // A reader's shared lock (rollback journal) holds the commit back, as another run's holds BEGIN.
+    await whileBusy(db, 'COMMIT');
     return true;
   } catch (error) {
     // A failed script stops where it failed, inside the transaction.

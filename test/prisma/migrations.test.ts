@@ -1,4 +1,5 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
 import type { Provider } from '../../src/prisma/client.js';
@@ -222,6 +223,24 @@ PRAGMA defer_foreign_keys=OFF;
       expect(await posts()).toBe(3);
       // Foreign keys are on again for the connection.
       expect(Number((await adapter.queryRaw(sql('PRAGMA foreign_keys'))).rows[0]![0])).toBe(1);
+    });
+
+  // SQLite's default (rollback) journal: a reader's shared lock holds a commit back past the
+  // adapter's 50 ms busy timeout.
+  if (provider === 'sqlite')
+    it('waits for a reader to finish before its COMMIT, as for another run before its BEGIN', async () => {
+      const reader = new Database(isolated.db.url!.replace(/^file:/, ''));
+      try {
+        reader.exec('BEGIN');
+        reader.prepare('SELECT COUNT(*) FROM _prisma_migrations').get();
+        setTimeout(() => reader.exec('COMMIT'), 300);
+        const name = '20990101000006_busy_commit';
+        await expect(
+          applyMigrations(adapter, provider, [{ name, sql: 'CREATE TABLE busy_probe (id INTEGER);\n' }]),
+        ).resolves.toEqual([name]);
+      } finally {
+        reader.close();
+      }
     });
 
   // PostgreSQL's catalog races on two CREATE TABLE IF NOT EXISTS at once (a unique violation).
