@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Provider } from './client.js';
-import { isBusy } from './database-errors.js';
+import { databaseCodeIn, isBusy } from './database-errors.js';
 import { connectedSchemaOf, quotedName, recordsTable } from './records-table.js';
 
 /**
@@ -78,6 +78,8 @@ export async function applyMigrations(
   db: MigrationTarget,
   provider: Provider,
   migrations: readonly Migration[],
+  /** How long to wait for another run's lock (PostgreSQL, MySQL), in seconds; for tests. */
+  { lockWaitSeconds = LOCK_WAIT_SECONDS }: { lockWaitSeconds?: number } = {},
 ): Promise<string[]> {
   const run = (sql: string) => db.executeRaw({ sql, args: [], argTypes: [] });
   // PostgreSQL: the adapter's schema (a URL's `?schema=`) holds the tables and the migrations'
@@ -108,7 +110,17 @@ export async function applyMigrations(
     applied_steps_count INTEGER NOT NULL DEFAULT 0)`;
   // PostgreSQL: under the migrations' lock, as two runs on a new database would race on its catalog
   // (a unique violation on pg_type) even with IF NOT EXISTS.
-  const lock = provider === 'postgresql' ? `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})` : undefined;
+  // Bounded as MySQL's GET_LOCK is: a run hung while holding the lock fails the next one, in time.
+  const lock =
+    provider === 'postgresql'
+      ? {
+          statements: [
+            `SET LOCAL lock_timeout = '${lockWaitSeconds}s'`,
+            `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`,
+          ],
+          seconds: lockWaitSeconds,
+        }
+      : undefined;
   if (lock !== undefined)
     await statementsInOneTransaction(db, lock, undefined, [...createSchema, createTable]);
   else for (const statement of [...createSchema, createTable]) await run(statement);
@@ -130,7 +142,7 @@ export async function applyMigrations(
     let applying: boolean;
     if (provider === 'mysql') {
       // MySQL commits each DDL statement on its own: they run one by one.
-      applying = await inMysqlLock(db, recorded, [...mysqlStatements(sql), record]);
+      applying = await inMysqlLock(db, recorded, [...mysqlStatements(sql), record], lockWaitSeconds);
     } else if (provider === 'sqlite') {
       applying = await scriptInOneTransaction(db, recorded, `${sql}\n;${record};`);
     } else {
@@ -152,6 +164,10 @@ const MIGRATION_LOCK = 72707369;
 const MYSQL_MIGRATION_LOCK = 'prisma_migrate';
 /** How long a run waits for another run's migrations, in seconds. */
 const LOCK_WAIT_SECONDS = 300;
+
+function lockHeldError(seconds: number, cause?: unknown): Error {
+  return new Error(`Another run held the migration lock for ${seconds} s: nothing was applied`, { cause });
+}
 
 /**
  * MySQL/MariaDB: the statements of a migration script, split at each `;` outside strings, quoted
@@ -295,14 +311,16 @@ async function inMysqlLock(
   db: MigrationTarget,
   recorded: string,
   statements: readonly string[],
+  waitSeconds: number,
 ): Promise<boolean> {
   const session = await db.startTransaction();
   const query = (sql: string) => session.queryRaw({ sql, args: [], argTypes: [] });
   try {
-    const [[locked]] = (await query(`SELECT GET_LOCK('${MYSQL_MIGRATION_LOCK}', ${LOCK_WAIT_SECONDS})`))
-      .rows as [[unknown]];
+    const [[locked]] = (await query(`SELECT GET_LOCK('${MYSQL_MIGRATION_LOCK}', ${waitSeconds})`)).rows as [
+      [unknown],
+    ];
     if (Number(locked) !== 1) {
-      throw new Error(`Another run held the migration lock for ${LOCK_WAIT_SECONDS} s: nothing was applied`);
+      throw lockHeldError(waitSeconds);
     }
     try {
       if ((await query(recorded)).rows.length > 0) return false;
@@ -332,7 +350,7 @@ async function inMysqlLock(
  */
 async function statementsInOneTransaction(
   db: MigrationTarget,
-  lock: string | undefined,
+  lock: { statements: readonly string[]; seconds: number } | undefined,
   recorded: string | undefined,
   statements: readonly string[],
 ): Promise<boolean> {
@@ -340,7 +358,12 @@ async function statementsInOneTransaction(
   const run = (sql: string) => tx.executeRaw({ sql, args: [], argTypes: [] });
   let applying = false;
   try {
-    if (lock !== undefined) await run(lock);
+    for (const statement of lock?.statements ?? []) {
+      await run(statement).catch((error: unknown) => {
+        // 55P03: the lock_timeout set above ran out while another run held the lock.
+        throw lock && databaseCodeIn(error) === '55P03' ? lockHeldError(lock.seconds, error) : error;
+      });
+    }
     applying =
       recorded === undefined ||
       (await tx.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length === 0;

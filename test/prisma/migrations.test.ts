@@ -243,6 +243,34 @@ PRAGMA defer_foreign_keys=OFF;
       }
     });
 
+  // A run that hangs while it holds the lock (or a session that took it and was never closed).
+  if (provider === 'postgresql' || provider === 'mysql')
+    it('gives up, applying nothing, when another session holds the migration lock past the wait', async () => {
+      const holder = (await (await adapterForUrl(isolated.db.url!)).connect()) as Adapter;
+      const held = await holder.startTransaction();
+      try {
+        await held.queryRaw(
+          sql(
+            provider === 'postgresql'
+              ? 'SELECT 1 FROM pg_advisory_lock(72707369)'
+              : "SELECT GET_LOCK('prisma_migrate', 0)",
+          ),
+        );
+        const name = '20990101000007_never';
+        await expect(
+          applyMigrations(adapter, provider, [{ name, sql: 'CREATE TABLE never_probe (id INTEGER);\n' }], {
+            lockWaitSeconds: 1,
+          }),
+        ).rejects.toThrow('Another run held the migration lock for 1 s: nothing was applied');
+        expect(Number((await adapter.queryRaw(sql(tableCount(provider, 'never_probe')))).rows[0]?.[0])).toBe(
+          0,
+        );
+      } finally {
+        await held.rollback();
+        await holder.dispose();
+      }
+    });
+
   // PostgreSQL's catalog races on two CREATE TABLE IF NOT EXISTS at once (a unique violation).
   if (provider === 'postgresql')
     it('sets up a new schema once when two runs start at once', async () => {
