@@ -344,7 +344,7 @@ export function resolveScope(scope: unknown, allowGlobalScope: boolean): string 
 }
 
 /** The largest delay a Node timer keeps: a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
+export const MAX_TIMER_MS = 2_147_483_647;
 
 function checkWaitTimeout(waitTimeoutMs: number, mode: 'transactional' | 'lease'): void {
   if (!Number.isSafeInteger(waitTimeoutMs) || waitTimeoutMs < 0 || waitTimeoutMs > MAX_TIMER_MS) {

@@ -431,15 +431,7 @@ export async function retryingTransaction<T>(
 ): Promise<T> {
   const busyUntil = performance.now() + busyWaitMs;
   for (let conflicts = 0, tries = 0; ; tries++) {
-    let thrown:
-      | {
-          error: unknown;
-          abort: unknown;
-          wentOn: boolean;
-          wentOnSince: (() => boolean) | undefined;
-          wroteOutside: (() => boolean) | undefined;
-        }
-      | undefined;
+    let thrown: { error: unknown; abort: unknown; wentOn: boolean; asks: AbortQuestions } | undefined;
     const inside = async <R>(work: () => Promise<R>, asks: AbortQuestions = {}): Promise<R> => {
       try {
         return await work();
@@ -458,8 +450,7 @@ export async function retryingTransaction<T>(
           error,
           abort: unexplained && !wentOn ? await aborted() : undefined,
           wentOn,
-          wentOnSince: asks.wentOnAfterConflict,
-          wroteOutside: asks.wroteOutside,
+          asks,
         };
         throw error;
       }
@@ -473,7 +464,7 @@ export async function retryingTransaction<T>(
       // The work caught a write conflict and sent statements after it, which ran on their own; or
       // a branch of it still running had a statement queued behind the conflict on the connection,
       // which answered only before the rollback Prisma queued behind it (asked again now).
-      if (fromWork?.wentOn || fromWork?.wentOnSince?.()) {
+      if (fromWork?.wentOn || fromWork?.asks.wentOnAfterConflict?.()) {
         throw outOfTransaction(
           new AggregateError([error], 'Statements ran after the database ended the transaction'),
         );
@@ -488,7 +479,7 @@ export async function retryingTransaction<T>(
         // Unless every answer to a write of the work (asked now: a branch of it may have had one in
         // flight) said the session was still in the transaction: then each ran in it and rolled back
         // with it, and only reads (Prisma's read-back of its own INSERT, finding nothing) ran after.
-        if (classify(fromWork.abort) !== 'writeConflict' && (fromWork.wroteOutside?.() ?? true))
+        if (classify(fromWork.abort) !== 'writeConflict' && (fromWork.asks.wroteOutside?.() ?? true))
           throw outOfTransaction(database);
         // Nothing of the aborted transaction committed: a write conflict, whatever the work threw.
         failure = 'writeConflict';

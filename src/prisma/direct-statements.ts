@@ -231,7 +231,8 @@ function guarded(
     }
   };
   const watched: Replacement = (original, query) => {
-    const ending = ENDING.exec((query as { sql: string }).sql);
+    const { sql } = query as { sql: string };
+    const ending = ENDING.exec(sql);
     if (ending) {
       if (working && ending[1]!.toUpperCase() === 'COMMIT') return Promise.reject(new CommitRefusedError());
       closed = true;
@@ -241,7 +242,7 @@ function guarded(
     // is back in the pool then, and the statement would run outside the transaction.
     const refused = refusal();
     if (refused) return Promise.reject(refused);
-    return endsAtConflict ? noted(original(query), (query as { sql: string }).sql) : original(query);
+    return endsAtConflict ? noted(original(query), sql) : original(query);
   };
   /** Why a statement of Prisma's is not sent now, if it is not. */
   const refusal = () =>

@@ -93,7 +93,7 @@ export function noLockWait(statement: string): string {
 }
 
 /** `batchSize`, checked before it is written into SQL. */
-function batchLimit(batchSize: number): number {
+export function batchLimit(batchSize: number): number {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
     throw new RangeError('batchSize must be a positive integer');
   }

@@ -1,6 +1,13 @@
+import { MAX_TIMER_MS } from '../core/run-idempotent.js';
 import { type PrismaQueryable, type Provider, providerOf } from './client.js';
 import { isTimeout, standalone } from './database-errors.js';
-import { sweepBatchDelete, sweepPick, sweepStatement, tablesExistQuery } from './maintenance-sql.js';
+import {
+  batchLimit,
+  sweepBatchDelete,
+  sweepPick,
+  sweepStatement,
+  tablesExistQuery,
+} from './maintenance-sql.js';
 import { adapterSchemaOf, storeTables } from './records-table.js';
 import { raw, type Sql } from './sql.js';
 import { type PickedStep, stepSweepBatchDelete, stepSweepPick, stepSweepStatement } from './step-sql.js';
@@ -50,8 +57,8 @@ export interface SweepProgress {
  * once.
  */
 export async function sweepExpired(prisma: PrismaQueryable, options: SweepOptions = {}): Promise<number> {
-  const { batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY, signal, onBatch } = options;
-  checkBatches(batchSize, maxBatches);
+  const { signal, onBatch } = options;
+  const { batchSize, maxBatches } = batchOptions(options);
   const provider = options.provider ?? providerOf(prisma);
   const tables = storeTables(provider, options.table, adapterSchemaOf(prisma));
   const records = batches(prisma, provider, sweepStatement(provider, batchSize, tables.records), {
@@ -71,7 +78,7 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   let sent = 0;
   while (sent < maxBatches && !signal?.aborted) {
     const { count, found } = await records();
-    // A batch that found nothing to delete leaves the budget to the steps: with \`maxBatches: 1\`
+    // A batch that found nothing to delete leaves the budget to the steps: with `maxBatches: 1`
     // they would never be swept otherwise.
     if (found > 0) sent++;
     deleted += count;
@@ -135,12 +142,13 @@ function batches<Row>(
   };
 }
 
-const MAX_TIMER_MS = 2_147_483_647;
-
-function checkBatches(batchSize: number, maxBatches: number): void {
-  if (!Number.isSafeInteger(batchSize) || batchSize < 1)
-    throw new RangeError('batchSize must be a positive integer');
+/** `batchSize` and `maxBatches`, their defaults applied, refused when no sweep could use them. */
+function batchOptions({
+  batchSize = 1_000,
+  maxBatches = Number.POSITIVE_INFINITY,
+}: Pick<SweepOptions, 'batchSize' | 'maxBatches'>): { batchSize: number; maxBatches: number } {
   if (!(maxBatches >= 1)) throw new RangeError('maxBatches must be at least 1');
+  return { batchSize: batchLimit(batchSize), maxBatches };
 }
 
 /** Options of `startSweeper`. */
@@ -171,7 +179,7 @@ export function startSweeper(prisma: PrismaQueryable, options: SweeperOptions = 
     throw new RangeError(`intervalMs must be positive and at most ${MAX_TIMER_MS} (about 24.8 days)`);
   }
   // Refused now, not by every sweep after, whose failures only onError would see.
-  checkBatches(sweepOptions.batchSize ?? 1_000, sweepOptions.maxBatches ?? Number.POSITIVE_INFINITY);
+  batchOptions(sweepOptions);
   const stopping = new AbortController();
   let running: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
