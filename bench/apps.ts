@@ -99,6 +99,8 @@ export async function floorPayment(
       sent.catch(() => undefined); // awaited below
       completed = sent;
       if (!sendsInOrder(opening, provider)) await sent;
+      // As the store does: Prisma's COMMIT is refused until the work says it ended.
+      opening.workEnded?.();
       return payment;
     }),
   );
