@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { adapterForUrl, providerOfUrl, redact, sqliteFileOfUrl } from '../src/prisma/adapter-for-url.js';
 import {
   applyMigrations,
+  inNameOrder,
   type MigrationTarget,
   readMigrations,
   shippedMigrationsFolder,
@@ -23,12 +24,12 @@ export async function migrate(url: string): Promise<string[]> {
   if (provider === 'sqlite') {
     await mkdir(dirname(sqliteFileOfUrl(url)), { recursive: true });
   }
-  const migrations = [
+  const migrations = inNameOrder([
     ...(await readMigrations(shippedMigrationsFolder(provider))),
     ...(await readMigrations(
       `${examples}${provider === 'cockroachdb' ? 'postgresql' : provider}/migrations/`,
     )),
-  ].sort((a, b) => a.name.localeCompare(b.name));
+  ]);
   const adapter = (await (await adapterForUrl(url)).connect()) as MigrationTarget & {
     dispose(): Promise<void>;
   };

@@ -14,6 +14,7 @@ import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
 import {
   applyMigrations,
+  inNameOrder,
   type Migration,
   type MigrationTarget,
   readMigrations,
@@ -230,9 +231,7 @@ async function migrationsToApply(provider: Provider, folder: string | undefined)
   const own = folder ? await readMigrations(`${resolve(folder)}/`) : [];
   // The package's own folder copied into the app's migrations (the prisma migrate way) counts once.
   const names = new Set(shipped.map((migration) => migration.name));
-  return [...shipped, ...own.filter((migration) => !names.has(migration.name))].sort((a, b) =>
-    a.name.localeCompare(b.name),
-  );
+  return inNameOrder([...shipped, ...own.filter((migration) => !names.has(migration.name))]);
 }
 
 /** Adds `--database-url`, `--table` (unless `table: false`) and `--json` to `command`. */

@@ -23,15 +23,24 @@ export function shippedMigrationsFolder(provider: Provider): string {
   return `${shippedPrismaFolder}${provider === 'cockroachdb' ? 'postgresql' : provider}/migrations/`;
 }
 
-/** The migrations in a `migrations/` folder, in the order they apply (by name). */
+/** The migrations in a `migrations/` folder, in the order they apply (`inNameOrder`). */
 export async function readMigrations(folder: string): Promise<Migration[]> {
   const names = (await readdir(folder, { withFileTypes: true }))
     .filter((entry) => entry.isDirectory())
-    .map((entry) => entry.name)
-    .sort();
-  return Promise.all(
-    names.map(async (name) => ({ name, sql: await readFile(`${folder}${name}/migration.sql`, 'utf8') })),
+    .map((entry) => entry.name);
+  return inNameOrder(
+    await Promise.all(
+      names.map(async (name) => ({ name, sql: await readFile(`${folder}${name}/migration.sql`, 'utf8') })),
+    ),
   );
+}
+
+/**
+ * `migrations`, sorted in the order they apply: by name, character code by character code, as
+ * `prisma migrate` orders its folders (`20260101000000_B` before `20260101000000_a`), not by locale.
+ */
+export function inNameOrder(migrations: Migration[]): Migration[] {
+  return migrations.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /** A statement without parameters, as a driver adapter takes it. */

@@ -624,6 +624,23 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(fromUrl.stdout).toContain('CREATE TABLE "idempotency_records"');
   });
 
+  it('orders an app’s migrations with the package’s as prisma migrate does: by character code', async () => {
+    const folder = '.tmp/cli-order/migrations';
+    await rm('.tmp/cli-order', { recursive: true, force: true });
+    for (const name of ['20261121000000_Zones', '20261121000000_accounts']) {
+      await mkdir(`${folder}/${name}`, { recursive: true });
+      await writeFile(`${folder}/${name}/migration.sql`, `CREATE TABLE t_${name.slice(15)} (id INTEGER);\n`);
+    }
+    const printed = await cli(['migrate', '--print', '--provider', 'sqlite', '--migrations', folder]);
+    expect([...printed.stdout.matchAll(/^-- (\d{14}_\w+)$/gm)].map((match) => match[1])).toEqual([
+      '20261121000000_Zones',
+      '20261121000000_accounts',
+      '20261121000000_idempotency_records',
+      '20261130000000_idempotency_steps',
+      '20261201000000_idempotency_steps_expiry',
+    ]);
+  });
+
   it('creates and opens the one file a sqlite:// URL or a URL with Prisma 6’s parameters names', async () => {
     await rm('.tmp/cli-urls', { recursive: true, force: true });
     const migrated = await cli(['migrate', '--database-url', 'sqlite://.tmp/cli-urls/app.db']);
