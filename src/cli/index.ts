@@ -313,7 +313,8 @@ function explain(error: unknown, url: string | undefined, table: string): string
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
-  const names = [table.split('.').at(-1) ?? table, STEPS_TABLE];
+  const tableName = table.split('.').at(-1) ?? table;
+  const names = [tableName, STEPS_TABLE];
   if (!names.some((name) => text.includes(name))) return text;
   if (/already exists/i.test(text)) {
     return `${text} (the table is there, but _prisma_migrations does not record the migration that creates it, which ran again: it was made another way, such as prisma db push; record that migration as applied, prisma migrate resolve --applied <name>, rather than run it)`;
@@ -323,6 +324,10 @@ function explain(error: unknown, url: string | undefined, table: string): string
     const folder = url
       ? shippedMigrationsFolder(providerOfUrl(url))
       : `${shippedPrismaFolder}<provider>/migrations/`;
+    // migrate creates the tables under their own names only: a renamed one is the user's to create.
+    if (tableName !== RECORDS_TABLE && text.includes(tableName)) {
+      return `${text} (create it as the migration 20261121000000_idempotency_records in ${folder} creates idempotency_records, under the name ${table}: idempotent-mutations migrate creates idempotency_records only)`;
+    }
     return `${text} (create the table: idempotent-mutations migrate, or apply the migrations in ${folder})`;
   }
   return text;

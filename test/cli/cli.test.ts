@@ -508,6 +508,23 @@ describe('the idempotent-mutations CLI on bad input', () => {
     ]);
   });
 
+  it('names the migration to copy for a --table of another name, which migrate does not create', async () => {
+    await rm('.tmp/cli-migrate/renamed.db', { force: true });
+    expect((await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/renamed.db'])).code).toBe(0);
+    const outcome = await cli([
+      'stats',
+      '--database-url',
+      'file:.tmp/cli-migrate/renamed.db',
+      '--table',
+      'billing_idempotency',
+    ]);
+    expectOneLineError(
+      outcome,
+      /billing_idempotency.*create it as the migration 20261121000000_idempotency_records in \S+ creates idempotency_records, under the name billing_idempotency/,
+    );
+    expect(outcome.stderr).not.toContain('create the table: idempotent-mutations migrate');
+  });
+
   it('says, of a table migrate finds there unrecorded, to record its migration rather than run it', async () => {
     await rm('.tmp/cli-migrate/unrecorded.db', { force: true });
     await mkdir('.tmp/cli-migrate', { recursive: true });
