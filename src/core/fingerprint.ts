@@ -346,7 +346,10 @@ function taggedBuiltIn(object: object): BuiltInTag | undefined {
     refuseOwnFields(object);
     return ['$arrayBuffer', base64(new Uint8Array(object))];
   }
-  if (isDecimal(object)) return ['$decimal', object.toString()];
+  if (isDecimal(object)) {
+    refuseOwnFields(object, DECIMAL_FIELDS);
+    return ['$decimal', object.toString()];
+  }
   if (types.isRegExp(object)) {
     // Source and flags; `lastIndex` is where the last match stopped, not part of the pattern.
     refuseOwnFields(object);
@@ -426,8 +429,8 @@ function refuseHiddenState(object: object): void {
  * Refuses a built-in value that also carries fields of its own (`Object.assign(new Date(), { tz })`,
  * a subclass of Map with a field): its tag holds only the built-in's value, so they would be lost.
  */
-function refuseOwnFields(object: object): void {
-  const keys = Object.keys(object);
+function refuseOwnFields(object: object, allowed?: ReadonlySet<string>): void {
+  const keys = allowed ? Object.keys(object).filter((key) => !allowed.has(key)) : Object.keys(object);
   if (keys.length > 0) {
     throw new IdempotencyInputError(
       `Cannot fingerprint a ${nameOf(object)} with fields of its own (${keys.slice(0, 3).join(', ')}): only its value would count; pass the fields separately`,
@@ -449,6 +452,9 @@ function base64(view: ArrayBufferView): string {
 function sortedTexts(texts: string[]): string[] {
   return texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
+
+/** The own fields of every decimal.js instance: any other (a subclass's `currency`) is refused. */
+const DECIMAL_FIELDS: ReadonlySet<string> = new Set(['constructor', 's', 'e', 'd']);
 
 /** The fields decimal.js (and so Prisma's `Decimal`) instances carry. */
 export interface DecimalLike {

@@ -18,12 +18,13 @@ export interface Serializer {
 export type DecimalConstructor = new (value: string) => unknown;
 
 /**
- * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, typed arrays,
- * Buffers and ArrayBuffers come back as they went in (instances of other classes come back as
- * plain objects; an `Error` as a plain `Error` with its name and message, without its class or other
- * fields; an array's hole as `null`). Decimals come back as instances of `Decimal` (the Prisma store
- * passes Prisma's); without it a Decimal in a result fails the mutation before anything commits,
- * rather than replaying as a different type.
+ * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, typed arrays
+ * (NaN, ±Infinity and -0 in float ones too), Buffers and ArrayBuffers come back as they went in
+ * (instances of other classes come back as plain objects; an `Error` as an `Error` with its name,
+ * message, cause and own enumerable fields, without its class or stack; an array's hole as `null`).
+ * Decimals come back as instances of `Decimal` (the Prisma store passes Prisma's), `-0` included;
+ * without it a Decimal in a result fails the mutation before anything commits, rather than
+ * replaying as a different type.
  */
 export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = {}): Serializer {
   const { Decimal } = options;
@@ -38,7 +39,7 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
             'The result contains a Decimal but the serializer has no Decimal class: use superjsonSerializer({ Decimal })',
           );
         }
-        return value.toString();
+        return decimalText(value);
       },
       deserialize: (text) => {
         if (!Decimal) throw new TypeError('Cannot replay a Decimal: pass superjsonSerializer({ Decimal })');
@@ -46,6 +47,51 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
       },
     },
     'Decimal',
+  );
+  // superjson writes a float array's elements as JSON numbers: NaN and ±Infinity as null, -0 as 0.
+  for (const FloatArray of [Float32Array, Float64Array]) {
+    superjson.registerCustom<Float32Array | Float64Array, string>(
+      {
+        isApplicable: (value): value is Float32Array | Float64Array => value instanceof FloatArray,
+        serialize: (value) =>
+          Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'),
+        deserialize: (text) => {
+          const bytes = Buffer.from(text, 'base64');
+          return new FloatArray(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+        },
+      },
+      FloatArray.name,
+    );
+  }
+  // superjson's own rule brings an Error back with an enumerable `name` and without its own fields,
+  // so JSON would answer a replay with { name } where the first call answered its fields.
+  superjson.registerCustom<Error, ErrorAsJson>(
+    {
+      isApplicable: (value): value is Error => value instanceof Error,
+      // superjson walks what this returns (an Error is a container to it): `cause` and `fields`
+      // are written as any value is, Dates and all.
+      serialize: (error) =>
+        ({
+          name: error.name,
+          message: error.message,
+          ...('cause' in error ? { cause: error.cause } : {}),
+          fields: { ...error },
+        }) satisfies StoredError as unknown as ErrorAsJson,
+      deserialize: (stored) => {
+        const { name, message, fields, ...rest } = stored as unknown as StoredError;
+        // A field of its own stays one (enumerable), whatever the constructor would have made of it.
+        const own = (field: string) => Object.hasOwn(fields, field);
+        const error = new Error(
+          own('message') ? undefined : message,
+          'cause' in rest && !own('cause') ? { cause: rest.cause } : undefined,
+        );
+        if (name !== 'Error' && !own('name')) {
+          Object.defineProperty(error, 'name', { value: name, writable: true, configurable: true });
+        }
+        return Object.assign(error, fields);
+      },
+    },
+    'Error',
   );
   // superjson writes a Buffer as a typed array it cannot read back, and an ArrayBuffer as {}.
   superjson.registerCustom<Buffer, string>(
@@ -81,7 +127,7 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
       const known = serializeKnown(value);
       if (known !== undefined) return known;
       refuseUnsettled(value);
-      return superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]);
+      return superjson.stringify(holesAsNull(value) as Parameters<SuperJSON['stringify']>[0]);
     },
     deserialize: (text) => superjson.parse(text),
     serializeKnown,
@@ -108,6 +154,61 @@ function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
   for (const member of members) refuseUnsettled(member, seen);
 }
 
+/** What superjson is told a custom rule returns: JSON (it walks an Error's anyway). */
+type ErrorAsJson = { [field: string]: string };
+
+/** What is kept of an `Error`. */
+interface StoredError {
+  name: string;
+  message: string;
+  cause?: unknown;
+  /** Its own enumerable fields (a `code`), which JSON answers with. */
+  fields: Record<string, unknown>;
+}
+
+/** A Decimal's text, `-0` included (decimal.js's `toString` writes it `0`; its `toJSON` does not). */
+function decimalText(value: DecimalLike): string {
+  const text = value.toString();
+  return text === '0' && value.s < 0 ? '-0' : text;
+}
+
+/**
+ * `value` with each hole of the arrays superjson walks (below plain objects, arrays, Maps and Sets)
+ * as `null`, as JSON writes one: superjson skips holes, so trailing ones would shorten the array.
+ * Only the containers on the way to a hole are copied; `value` itself is left as it is.
+ */
+function holesAsNull(value: unknown, copies = new Map<object, unknown>()): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (copies.has(value)) return copies.get(value);
+  copies.set(value, value); // a cycle back to it keeps the original
+  let changed = false;
+  const fill = (member: unknown) => {
+    const filled = holesAsNull(member, copies);
+    if (filled !== member) changed = true;
+    return filled;
+  };
+  let copy: unknown;
+  if (Array.isArray(value)) {
+    copy = Array.from({ length: value.length }, (_, i) => {
+      if (i in value) return fill(value[i]);
+      changed = true;
+      return null;
+    });
+  } else if (value instanceof Map) {
+    copy = new Map(Array.from(value, ([k, v]) => [fill(k), fill(v)]));
+  } else if (value instanceof Set) {
+    copy = new Set(Array.from(value, fill));
+  } else {
+    const prototype = Object.getPrototypeOf(value);
+    if (prototype !== Object.prototype && prototype !== null) return value;
+    const entries = Object.entries(value).map(([k, v]) => [k, fill(v)]);
+    copy = Object.assign(Object.create(prototype), Object.fromEntries(entries));
+  }
+  const result = changed ? copy : value;
+  copies.set(value, result);
+  return result;
+}
+
 /** Names superjson refuses as a prototype pollution risk. */
 const REFUSED_MEMBERS = new Set(['__proto__', 'constructor', 'prototype']);
 
@@ -126,8 +227,7 @@ type Annotations = Record<string, Annotation>;
  * valid Dates and instances of `Decimal` below the root, in arrays and plain objects, with no
  * `undefined` (nor array holes), no member superjson refuses, and no object reached twice
  * (superjson records those as referential equalities). A Date is written by its `toJSON`, which is
- * superjson's `toISOString`; a Decimal by its `toJSON`, which is its `toString` but for `-0` (then
- * left to superjson). The paths are gathered container by container, as superjson's walk gathers
+ * superjson's `toISOString`; a Decimal by its `toJSON`, which is the rule's text above. The paths are gathered container by container, as superjson's walk gathers
  * them, so they come out in its order.
  */
 function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): Annotations | undefined {
@@ -188,7 +288,7 @@ function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): A
     if (Decimal !== undefined && prototype === Decimal.prototype && isDecimal(member)) {
       if (Object.hasOwn(member, 'toJSON') || Object.hasOwn(member, 'toString')) return false;
       const decimal = member as DecimalLike & { toJSON(): unknown };
-      return decimal.toJSON() === decimal.toString() && DECIMAL;
+      return decimal.toJSON() === decimalText(decimal) && DECIMAL;
     }
     return false;
   }

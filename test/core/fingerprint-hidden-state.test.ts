@@ -1,4 +1,5 @@
 import { runInNewContext } from 'node:vm';
+import { Decimal } from '@prisma/client/runtime/client';
 import { describe, expect, it } from 'vitest';
 import { fingerprint, IdempotencyInputError } from '../../src/index.js';
 
@@ -73,6 +74,14 @@ class ZonedDate extends Date {
 }
 const form = new FormData();
 form.set('a', '1');
+class Money extends Decimal {
+  constructor(
+    amount: string,
+    readonly currency: string,
+  ) {
+    super(amount);
+  }
+}
 
 describe('built-in values that carry fields of their own', () => {
   it.each([
@@ -84,9 +93,16 @@ describe('built-in values that carry fields of their own', () => {
     ['an ArrayBuffer', Object.assign(new ArrayBuffer(1), { note: 'x' })],
     ['a DataView', Object.assign(new DataView(new ArrayBuffer(1)), { note: 'x' })],
     ['FormData', Object.assign(form, { note: 'x' })],
+    ['a Decimal', Object.assign(new Decimal('10'), { currency: 'USD' })],
+    ['a Decimal subclass with a field', new Money('10', 'USD')],
   ])('refuses %s, whose tag would hold only its value', (_name, value) => {
     expect(() => fp({ value })).toThrow(IdempotencyInputError);
     expect(() => fp({ value })).toThrow(/fields of its own/);
+  });
+
+  it('hashes a Decimal by its value, its own fields being only decimal.js’s', () => {
+    expect(fp({ amount: new Decimal('10.50') })).toBe(fp({ amount: new Decimal('10.5') }));
+    expect(fp({ amount: new Decimal('10.5') })).not.toBe(fp({ amount: new Decimal('10.51') }));
   });
 
   it('hashes a RegExp by its source and flags, not by where its last match stopped', () => {

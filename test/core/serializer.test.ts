@@ -66,7 +66,8 @@ describe('superjsonSerializer', () => {
       {
         isApplicable: (value): value is DecimalLike =>
           typeof value === 'object' && value !== null && isDecimal(value),
-        serialize: (value) => value.toString(),
+        // Its text, and `-0` for a negative zero, which decimal.js's `toString` writes `0`.
+        serialize: (value) => (value.toString() === '0' && value.s < 0 ? '-0' : value.toString()),
         deserialize: (text) => new Decimal(text) as DecimalLike,
       },
       'Decimal',
@@ -132,7 +133,9 @@ describe('superjsonSerializer', () => {
     }
     expect(serializer.serializeKnown!(mixed)).toBe(reference.stringify(mixed as never));
     expect(serializer.serializeKnown!({ at: new Date(Number.NaN) })).toBeUndefined();
-    expect(serializer.serializeKnown!({ amount: new Decimal('-0') })).toBeUndefined();
+    expect(serializer.serializeKnown!({ amount: new Decimal('-0') })).toBe(
+      '{"json":{"amount":"-0"},"meta":{"values":{"amount":[["custom","Decimal"]]},"v":1}}',
+    );
   });
 
   it('skips the read-back only for what it knows comes back equal', () => {
@@ -173,6 +176,75 @@ describe('superjsonSerializer', () => {
     const back = roundTrip({ amount: new Decimal('12.345678901234567890') }) as { amount: Decimal };
     expect(back.amount).toBeInstanceOf(Decimal);
     expect(back.amount.toString()).toBe('12.34567890123456789');
+  });
+
+  it('brings a Decimal -0 back negative, in the text JSON answers it with', () => {
+    for (const zero of [
+      new Decimal('-0'),
+      new Decimal(-5).mul(0),
+      new Decimal('-0.001').toDecimalPlaces(2),
+    ]) {
+      for (const value of [{ refund: zero }, { refund: zero, seen: new Map() }]) {
+        const back = roundTrip(value) as typeof value;
+        expect(back.refund.isNeg()).toBe(true);
+        expect(JSON.stringify(back.refund)).toBe('"-0"');
+      }
+    }
+  });
+
+  it('brings an array with holes back as long as it was, each hole as null, as JSON answers it', () => {
+    const slots = new Array(3);
+    slots[0] = 'mon';
+    const filled = ['mon', null, null];
+    expect(roundTrip({ slots })).toStrictEqual({ slots: filled });
+    expect(roundTrip({ slots, big: 1n })).toStrictEqual({ slots: filled, big: 1n });
+    expect(roundTrip(new Map([['slots', slots]]))).toStrictEqual(new Map([['slots', filled]]));
+    expect(roundTrip(new Set([slots]))).toStrictEqual(new Set([filled]));
+    const twice = roundTrip([slots, slots, new Set()]) as unknown[];
+    expect(twice).toStrictEqual([filled, filled, new Set()]);
+    expect(twice[0]).toBe(twice[1]);
+    // The result itself is left as it was.
+    expect(slots.length).toBe(3);
+    expect(1 in slots).toBe(false);
+  });
+
+  it('brings float arrays back with their NaN, ±Infinity and -0', () => {
+    const samples = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 1.5];
+    for (const FloatArray of [Float32Array, Float64Array]) {
+      const back = roundTrip({ samples: FloatArray.from(samples) }) as { samples: Float32Array };
+      expect(back.samples).toBeInstanceOf(FloatArray);
+      expect(Array.from(back.samples)).toStrictEqual(samples);
+    }
+    const view = new Float64Array(new Float64Array([1, -0, 3]).buffer, 8, 1);
+    expect(Array.from((roundTrip([view]) as Float64Array[])[0]!)).toStrictEqual([-0]);
+  });
+
+  it('brings an Error back with its name, message, cause and own fields, as JSON and superjson answer it', () => {
+    class CardError extends Error {
+      override name = 'CardError';
+    }
+    const declined = Object.assign(new Error('card declined', { cause: { at: new Date(0) } }), {
+      code: 'E_CARD',
+      retryAt: new Date(1),
+    });
+    const settled = [
+      { status: 'rejected', reason: declined },
+      { status: 'rejected', reason: new CardError('expired') },
+      { status: 'rejected', reason: Object.assign(new Error(), { message: 'own message' }) },
+      { status: 'rejected', reason: new TypeError('not a card') },
+    ];
+    const back = roundTrip({ settled }) as { settled: { reason: Error & Record<string, unknown> }[] };
+    expect(JSON.stringify(back)).toBe(JSON.stringify({ settled }));
+    const wire = new SuperJSON();
+    expect(wire.serialize(back)).toEqual(wire.serialize({ settled }));
+    const [first, second, , fourth] = back.settled.map((entry) => entry.reason);
+    expect(first).toBeInstanceOf(Error);
+    expect(first!.message).toBe('card declined');
+    expect(first!.cause).toEqual({ at: new Date(0) });
+    expect(first!.retryAt).toEqual(new Date(1));
+    expect(second!.name).toBe('CardError');
+    expect(fourth!.name).toBe('TypeError');
+    expect(Object.keys(fourth!)).toEqual([]);
   });
 
   it('round-trips bytes', () => {
