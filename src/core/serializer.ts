@@ -21,7 +21,7 @@ export type DecimalConstructor = new (value: string) => unknown;
  * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, typed arrays
  * (NaN, ±Infinity and -0 in float ones too), Buffers and ArrayBuffers come back as they went in
  * (instances of other classes come back as plain objects; an `Error` as an `Error` with its name,
- * message, cause and own enumerable fields, without its class or stack; an array's hole as `null`).
+ * message, cause and own enumerable fields, without its class or stack), arrays with their holes.
  * Decimals come back as instances of `Decimal` (the Prisma store passes Prisma's), `-0` included;
  * without it a Decimal in a result fails the mutation before anything commits, rather than
  * replaying as a different type.
@@ -63,20 +63,39 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
       FloatArray.name,
     );
   }
+  // superjson's walk skips an array's holes, so trailing ones would shorten it: an array with holes
+  // is stored as its length and the members it has, and comes back with the same holes.
+  superjson.registerCustom<unknown[], Walked>(
+    {
+      isApplicable: (value): value is unknown[] => Array.isArray(value) && hasHoles(value),
+      serialize: (array) => {
+        const members: Record<number, unknown> = {};
+        array.forEach((member, i) => {
+          members[i] = member;
+        });
+        return { length: array.length, members } satisfies SparseArray as unknown as Walked;
+      },
+      deserialize: (stored) => {
+        const { length, members } = stored as unknown as SparseArray;
+        const array: unknown[] = new Array(length);
+        for (const [i, member] of Object.entries(members)) array[Number(i)] = member;
+        return array;
+      },
+    },
+    'SparseArray',
+  );
   // superjson's own rule brings an Error back with an enumerable `name` and without its own fields,
   // so JSON would answer a replay with { name } where the first call answered its fields.
-  superjson.registerCustom<Error, ErrorAsJson>(
+  superjson.registerCustom<Error, Walked>(
     {
       isApplicable: (value): value is Error => value instanceof Error,
-      // superjson walks what this returns (an Error is a container to it): `cause` and `fields`
-      // are written as any value is, Dates and all.
       serialize: (error) =>
         ({
           name: error.name,
           message: error.message,
           ...('cause' in error ? { cause: error.cause } : {}),
           fields: { ...error },
-        }) satisfies StoredError as unknown as ErrorAsJson,
+        }) satisfies StoredError as unknown as Walked,
       deserialize: (stored) => {
         const { name, message, fields, ...rest } = stored as unknown as StoredError;
         // A field of its own stays one (enumerable), whatever the constructor would have made of it.
@@ -127,7 +146,7 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
       const known = serializeKnown(value);
       if (known !== undefined) return known;
       refuseUnsettled(value);
-      return superjson.stringify(holesAsNull(value) as Parameters<SuperJSON['stringify']>[0]);
+      return superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]);
     },
     deserialize: (text) => superjson.parse(text),
     serializeKnown,
@@ -154,8 +173,22 @@ function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
   for (const member of members) refuseUnsettled(member, seen);
 }
 
-/** What superjson is told a custom rule returns: JSON (it walks an Error's anyway). */
-type ErrorAsJson = { [field: string]: string };
+/**
+ * What superjson is told the rules for an array and an Error return: JSON. It walks what they
+ * return, as it walks every container, so the members are written as any value is, Dates and all.
+ */
+type Walked = { [field: string]: string };
+
+/** An array with holes: its length, and its members by index. */
+interface SparseArray {
+  length: number;
+  members: Record<number, unknown>;
+}
+
+function hasHoles(array: unknown[]): boolean {
+  for (let i = 0; i < array.length; i++) if (!(i in array)) return true;
+  return false;
+}
 
 /** What is kept of an `Error`. */
 interface StoredError {
@@ -170,43 +203,6 @@ interface StoredError {
 function decimalText(value: DecimalLike): string {
   const text = value.toString();
   return text === '0' && value.s < 0 ? '-0' : text;
-}
-
-/**
- * `value` with each hole of the arrays superjson walks (below plain objects, arrays, Maps and Sets)
- * as `null`, as JSON writes one: superjson skips holes, so trailing ones would shorten the array.
- * Only the containers on the way to a hole are copied; `value` itself is left as it is.
- */
-function holesAsNull(value: unknown, copies = new Map<object, unknown>()): unknown {
-  if (typeof value !== 'object' || value === null) return value;
-  if (copies.has(value)) return copies.get(value);
-  copies.set(value, value); // a cycle back to it keeps the original
-  let changed = false;
-  const fill = (member: unknown) => {
-    const filled = holesAsNull(member, copies);
-    if (filled !== member) changed = true;
-    return filled;
-  };
-  let copy: unknown;
-  if (Array.isArray(value)) {
-    copy = Array.from({ length: value.length }, (_, i) => {
-      if (i in value) return fill(value[i]);
-      changed = true;
-      return null;
-    });
-  } else if (value instanceof Map) {
-    copy = new Map(Array.from(value, ([k, v]) => [fill(k), fill(v)]));
-  } else if (value instanceof Set) {
-    copy = new Set(Array.from(value, fill));
-  } else {
-    const prototype = Object.getPrototypeOf(value);
-    if (prototype !== Object.prototype && prototype !== null) return value;
-    const entries = Object.entries(value).map(([k, v]) => [k, fill(v)]);
-    copy = Object.assign(Object.create(prototype), Object.fromEntries(entries));
-  }
-  const result = changed ? copy : value;
-  copies.set(value, result);
-  return result;
 }
 
 /** Names superjson refuses as a prototype pollution risk. */

@@ -45,14 +45,7 @@ describe('superjsonSerializer', () => {
     const values = fc.oneof(
       fc.jsonValue(),
       fc.anything({ withNullPrototype: true, withObjectString: true }),
-      fc.constantFrom(
-        -0,
-        [undefined],
-        Object.assign(new Array(3), { 0: 1, 2: 2 }),
-        [shared, shared],
-        { a: -0 },
-        { a: undefined },
-      ),
+      fc.constantFrom(-0, [undefined], [shared, shared], { a: -0 }, { a: undefined }),
     );
     fc.assert(fc.property(values, writesAs(reference)));
   });
@@ -192,20 +185,21 @@ describe('superjsonSerializer', () => {
     }
   });
 
-  it('brings an array with holes back as long as it was, each hole as null, as JSON answers it', () => {
-    const slots = new Array(3);
+  it('brings an array back with its holes, so every framework answers it as it answered the first call', () => {
+    const slots = new Array(4);
     slots[0] = 'mon';
-    const filled = ['mon', null, null];
-    expect(roundTrip({ slots })).toStrictEqual({ slots: filled });
-    expect(roundTrip({ slots, big: 1n })).toStrictEqual({ slots: filled, big: 1n });
-    expect(roundTrip(new Map([['slots', slots]]))).toStrictEqual(new Map([['slots', filled]]));
-    expect(roundTrip(new Set([slots]))).toStrictEqual(new Set([filled]));
-    const twice = roundTrip([slots, slots, new Set()]) as unknown[];
-    expect(twice).toStrictEqual([filled, filled, new Set()]);
+    slots[2] = new Date(0);
+    const back = roundTrip({ slots }) as { slots: unknown[] };
+    expect(back).toStrictEqual({ slots }); // holes and all (toStrictEqual tells them from undefined)
+    expect(back.slots[2]).toBeInstanceOf(Date);
+    expect(JSON.stringify(back)).toBe('{"slots":["mon",null,"1970-01-01T00:00:00.000Z",null]}');
+    const wire = new SuperJSON();
+    expect(wire.stringify(back)).toBe(wire.stringify({ slots }));
+    for (const value of [new Map([['slots', slots]]), new Set([slots]), [slots, slots, 1n]]) {
+      expect(roundTrip(value)).toStrictEqual(value);
+    }
+    const twice = roundTrip([slots, slots]) as unknown[];
     expect(twice[0]).toBe(twice[1]);
-    // The result itself is left as it was.
-    expect(slots.length).toBe(3);
-    expect(1 in slots).toBe(false);
   });
 
   it('brings float arrays back with their NaN, ±Infinity and -0', () => {

@@ -1,6 +1,7 @@
 import { Decimal } from '@prisma/client/runtime/client';
 import { initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
+import { SuperJSON } from 'superjson';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { prismaStore } from '../../src/prisma/index.js';
@@ -29,6 +30,17 @@ const results: [string, () => unknown][] = [
   ],
 ];
 
+/** The tRPC transformer of examples/trpc-payments: superjson, with Prisma's Decimal. */
+const transformer = new SuperJSON();
+transformer.registerCustom<Decimal, string>(
+  {
+    isApplicable: (value): value is Decimal => Decimal.isDecimal(value),
+    serialize: (value) => value.toJSON(),
+    deserialize: (text) => new Decimal(text),
+  },
+  'decimal.js',
+);
+
 describeEachDatabase('a replay over tRPC answers the first body', (db) => {
   let prisma: TestPrismaClient;
   beforeAll(async () => {
@@ -36,8 +48,15 @@ describeEachDatabase('a replay over tRPC answers the first body', (db) => {
   });
   afterAll(() => prisma.$disconnect());
 
-  it.each(results)('%s', async (_name, result) => {
-    const t = initTRPC.context<{ req: Request; resHeaders: Headers; userId: string }>().create();
+  it.each(
+    results.flatMap(([name, result]) => [
+      [name, 'JSON', result] as const,
+      [name, 'superjson', result] as const,
+    ]),
+  )('%s, as %s', async (_name, wire, result) => {
+    const t = initTRPC
+      .context<{ req: Request; resHeaders: Headers; userId: string }>()
+      .create(wire === 'superjson' ? { transformer } : {});
     let runs = 0;
     const router = t.router({
       pay: t.procedure
@@ -56,7 +75,7 @@ describeEachDatabase('a replay over tRPC answers the first body', (db) => {
         req: new Request('http://localhost/trpc/pay', {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'Idempotency-Key': 'fidelity' },
-          body: JSON.stringify({ n: 1 }),
+          body: JSON.stringify(wire === 'superjson' ? transformer.serialize({ n: 1 }) : { n: 1 }),
         }),
         createContext: ({ req, resHeaders }) => ({ req, resHeaders, userId }),
       });
