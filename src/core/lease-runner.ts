@@ -59,9 +59,13 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     call.emit('fenced');
   });
   // Set once the claim is being completed or released (or left to run out on purpose): any other
-  // way out of the call releases it below, and the heartbeat stops whichever way the call ends.
+  // way out of the call releases it below, and the heartbeat stops whichever way the call ends,
+  // or once `beatUntil` settles.
   let ended = false;
+  let beatUntil: Promise<void> | undefined;
   try {
+    // The steps it may resume must live as long as the record it now holds.
+    if (claimed.tookOver) await call.store.steps?.keep?.(owner, call.ttlMs);
     let value: T;
     tracking?.start('resolver');
     try {
@@ -73,10 +77,12 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
       journal.finish();
       if (journal.stepRunning) {
         // A step still runs beside the failed resolver: its effect may land after this answer.
-        // The claim stays and its lease runs out by itself (the heartbeat stops), so the step can
-        // still store its result, and a retry after the lease resumes from it rather than
-        // running it again on a freed key. Waiting for it could hang the answer for good.
+        // The claim stays, and the heartbeat keeps its lease until the step settles (up to
+        // `maxLeaseMs`), so the step can still store its result; then the lease runs out by
+        // itself and a retry resumes from it rather than running it again on a freed key.
+        // Waiting for it could hang the answer for good.
         ended = true;
+        beatUntil = journal.stepSettled();
         throw error;
       }
       const replayable = call.replayErrors?.(error) === true && !raisedBySteps(error);
@@ -109,7 +115,8 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     const completed = await complete(call, owner, heartbeat, result, false);
     return { value, replayed: false, record: ranRecord(call, firstSeenAt, completed) };
   } finally {
-    heartbeat.stop();
+    if (beatUntil) void beatUntil.then(heartbeat.stop);
+    else heartbeat.stop();
     if (!ended) await release(call, owner, heartbeat, journal.holdsSteps);
   }
 }

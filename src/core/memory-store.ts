@@ -231,6 +231,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       async clear(owner) {
         await whileOwned(owner, () => steps.delete(idOf(owner.scope, owner.key)));
       },
+      async keep(owner, ttlMs) {
+        await whileOwned(owner, () => {
+          const now = clock();
+          for (const step of steps.get(idOf(owner.scope, owner.key)) ?? []) {
+            if (step.expiresAt.getTime() > now) step.expiresAt = after(ttlMs, now);
+          }
+        });
+      },
       async transaction(work) {
         // No transaction client here: what `work` stores is undone if it throws afterwards.
         const undo: (() => void)[] = [];

@@ -83,7 +83,8 @@ export function raisedBySteps(error: unknown): boolean {
 export class StepJournal<T, Tx> {
   private stored: StepRecord[] | undefined;
   private next = 0;
-  private running = false;
+  /** The step running now, settled once it has (its result stored, or its failure known). */
+  private running: Promise<void> | undefined;
   private finished = false;
   private saving = false;
   private lost = false;
@@ -124,7 +125,12 @@ export class StepJournal<T, Tx> {
    * it running, and its effect may land after the call answers.
    */
   get stepRunning(): boolean {
-    return this.running;
+    return this.running !== undefined;
+  }
+
+  /** Settles once the step running now (if any) has. */
+  stepSettled(): Promise<void> {
+    return this.running ?? Promise.resolve();
   }
 
   readonly step: Step<Tx> = async (name, fn, options = {}) => {
@@ -138,7 +144,10 @@ export class StepJournal<T, Tx> {
     const steps = this.call.store.steps;
     if (!steps) throw new TypeError('This store keeps no steps: step() needs a store with `steps`');
     this.checkKeptLongEnough();
-    this.running = true;
+    let settle = () => {};
+    this.running = new Promise((resolve) => {
+      settle = resolve;
+    });
     try {
       if (this.names.has(name)) {
         throw this.raise(
@@ -163,7 +172,8 @@ export class StepJournal<T, Tx> {
       if (!tracking) return await answer();
       return await tracking.step({ name, position, replayed: done !== undefined }, answer);
     } finally {
-      this.running = false;
+      this.running = undefined;
+      settle();
     }
   };
 

@@ -194,6 +194,13 @@ export interface StepOperations<Tx> {
   /** Deletes the key's steps (left by an earlier call of the key), only for the lease's owner. */
   clear(owner: LeaseOwner): Promise<void>;
   /**
+   * Makes the key's steps that are still live expire `ttlMs` from now, only for the lease's owner:
+   * a call that took the key over resumes them, and its record now expires `ttlMs` from now, so
+   * they must not expire first (a later takeover would find them gone and run them again).
+   * @default none: a store whose steps never expire before their record needs none
+   */
+  keep?(owner: LeaseOwner, ttlMs: number): Promise<void>;
+  /**
    * Runs `work` in one transaction of the store, committing when it resolves and rolling back when
    * it throws: the step's record and `work`'s writes through `session.tx` commit together.
    */

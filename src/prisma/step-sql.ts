@@ -24,6 +24,8 @@ export interface StepStatements {
   save(step: StepWrite): Sql;
   /** Deletes the key's steps, only while the owner holds the record. */
   clear(owner: LeaseOwner): Sql;
+  /** Makes the key's live steps expire `ttlMs` from now, only while the owner holds the record. */
+  keep(owner: LeaseOwner, ttlMs: number): Sql;
 }
 
 /**
@@ -58,14 +60,16 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
       sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, ${inMs(s.ttlMs)} FROM ${records} WHERE ${owned(s)}${lock}`,
     clear: (owner) =>
       sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
+    keep: (owner, ttlMs) =>
+      sql`UPDATE ${steps} SET expires_at = ${inMs(ttlMs)} WHERE ${where(owner.scope, owner.key)} AND ${raw(clock.ahead('expires_at'))} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
   };
 }
 
 /**
  * Deletes at most `batchSize` steps whose record is gone (swept, or released) and whose own expiry
  * has passed, in one short statement; `batchSize` is written into the SQL (a validated integer).
- * A step expires `ttlMs` after it was stored, never after its record, and a call never resumes an
- * expired step. Its expiry is checked too because `idempotency_steps` serves every records table
+ * A step expires `ttlMs` after it was stored, or after the takeover that resumed it (`keep`), and a
+ * call never resumes an expired step. Its expiry is checked too because `idempotency_steps` serves every records table
  * in its schema: a step whose record is not in the table being swept may belong to a live call
  * whose record is in another (`table`).
  */

@@ -308,6 +308,9 @@ export function prismaStore<Client extends PrismaClientLike>(
       async clear(owner) {
         await committed((client) => changes(client, steps.clear(owner)));
       },
+      async keep(owner, ttlMs) {
+        await committed((client) => changes(client, steps.keep(owner, ttlMs)));
+      },
       transaction: (work) =>
         interactive((tx, own) =>
           work({ tx, save: async (step) => (await changes(own, steps.save(step))) > 0 }),

@@ -586,6 +586,19 @@ export function runStoreConformance(
         expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
       });
 
+      it('keeps the steps a takeover resumes as long as its record, so a later takeover resumes them too', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { leaseMs: 5_000, ttlMs: 60_000 });
+        const { runs, resolver } = checkout();
+        await expect(runIdempotent(options, resolver('reserve'))).rejects.toThrow('crash after reserve');
+        await target().travel(scope, 40_000);
+        // Takes over (its record now expires 60 s on), resumes 'reserve', stores 'charge', fails.
+        await expect(runIdempotent(options, resolver('charge'))).rejects.toThrow('crash after charge');
+        await target().travel(scope, 30_000); // 'reserve' was stored 70 s ago; the record lives 30 s more
+        await runIdempotent(options, resolver());
+        expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+      });
+
       it('resumes a call whose lease ran out (its process died) on another server', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, 'lease', { leaseMs: 5_000 });
@@ -653,6 +666,54 @@ export function runStoreConformance(
         expect(charges).toBe(0);
         retryHeld.open();
         await expect(retry).resolves.toMatchObject({ value: 1, replayed: false });
+        expect(charges).toBe(1);
+      });
+
+      it('keeps renewing the lease while a step runs beside a failed resolver, so no retry runs it again', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { ttlMs: 60_000 });
+        const { store } = options;
+        let traveled = false;
+        let beatsAfterTravel = 0;
+        const counted = Object.assign(Object.create(store.lease) as Store<unknown>['lease'], {
+          extend: async (owner: LeaseOwner, leaseMs: number) => {
+            const sentAfter = traveled;
+            const extended = await store.lease.extend(owner, leaseMs);
+            if (sentAfter && extended) beatsAfterTravel++;
+            return extended;
+          },
+        });
+        const first = Object.assign(Object.create(store) as Store<unknown>, { lease: counted });
+        let charges = 0;
+        const gateway = gate();
+        const charge = (claim: ResolverClaim<unknown>) =>
+          (claim.step as Step<unknown>)('charge', async () => {
+            await gateway.opened; // the gateway answers slowly
+            return ++charges;
+          });
+        await expect(
+          runIdempotent(
+            { ...options, store: first, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 60_000 },
+            async (_tx, claim) => {
+              // The caller's own timeout gives up beside the charge, which goes on.
+              await Promise.all([charge(claim), Promise.reject(new Error('gave up waiting'))]);
+            },
+          ),
+        ).rejects.toThrow('gave up waiting');
+        await target().travel(scope, 2_000); // the lease would have run out, but for the heartbeat
+        traveled = true;
+        await vi.waitFor(() => expect(beatsAfterTravel).toBeGreaterThan(0)); // real time: a timer
+        const retry = { ...options, leaseMs: 1_000, waitTimeoutMs: 0 };
+        await expect(runIdempotent(retry, async (_tx, claim) => charge(claim))).rejects.toBeInstanceOf(
+          IdempotencyKeyInProgressError,
+        );
+        gateway.open();
+        await vi.waitFor(() => expect(charges).toBe(1));
+        await target().travel(scope, 2_000); // the step stored its result: the heartbeat stopped
+        await expect(runIdempotent(retry, async (_tx, claim) => charge(claim))).resolves.toMatchObject({
+          value: 1,
+          replayed: false,
+        });
         expect(charges).toBe(1);
       });
 
