@@ -279,7 +279,10 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     | { httpStatus?: unknown; retryAfterMs?: unknown; idempotencyCode?: unknown }
     | null
     | undefined;
-  const status = typeof data?.httpStatus === 'number' ? data.httpStatus : response?.status;
+  // A response that did not fail as a whole (a batch's 207, a stream's 200) says nothing of this call.
+  const failedStatus =
+    typeof response?.status === 'number' && response.status >= 400 ? response.status : undefined;
+  const status = typeof data?.httpStatus === 'number' ? data.httpStatus : failedStatus;
   const retryAfterMs = typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined;
   const code = data && 'idempotencyCode' in data ? data.idempotencyCode : undefined;
   if (typeof status !== 'number') {

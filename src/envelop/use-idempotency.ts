@@ -415,7 +415,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
           const contextValue = withClaim(args.contextValue, txName, tx, claim);
           // The context is this execution's own: fields below the root find the key through it.
           executions.set(contextValue, state);
-          const result = await execute({ ...args, contextValue });
+          // Without the request's signal (Yoga's `useExecutionCancellation`): a client gone away
+          // must not make the executor reject after the fields ran, which would roll them back or,
+          // under a lease, free the key for the retry to run them again.
+          const { signal: _signal, ...unsignalled } = args as ExecutionArgs & { signal?: unknown };
+          const result = await execute({ ...unsignalled, contextValue });
           if (isAsyncIterable(result)) {
             // `@defer` and `@stream` were refused before execution; an executor that streams for
             // another reason ends here, after its fields ran.
@@ -423,11 +427,21 @@ export function useIdempotency<Context = any, Tx = unknown>({
             throw new IdempotencyInputError('An idempotent operation cannot use @defer or @stream');
           }
           const { data, errors, extensions } = result as ExecutionResult;
+          // A step's answer about the key (its lease lost: a 409) speaks for the operation, as ours.
+          const fromSteps = errors?.find((error) => raisedBySteps(error.originalError));
+          if (fromSteps) throw fromSteps.originalError;
           // Any error rolls the whole operation back, so the data that came with it never happened
           // (under a lease, see `mode`, the key is released instead).
           if (errors?.length) throw new FailedOperation(errors);
-          // The JSON form is what the client saw; a replay sends exactly it again.
-          return JSON.parse(JSON.stringify({ data, extensions })) as ExecutionResult;
+          // The JSON form is what the client saw; a replay sends exactly it again. A result JSON
+          // cannot write (a BigInt from a scalar) fails the answer, not the call: stored as it is,
+          // its replay fails the same way, and under a lease the effects are not run again.
+          const answered = { data, extensions };
+          try {
+            return JSON.parse(JSON.stringify(answered)) as ExecutionResult;
+          } catch {
+            return answered;
+          }
         },
       );
       return withExtension(outcome.value, extensionOf(outcome));
@@ -684,7 +698,11 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * transaction client, so concurrent fields never see each other's transaction.
  */
 function withTransaction(context: unknown, txName: string, tx: unknown): object {
+  // The shared context's own members are this one's own too, so `{ ...context }` holds them.
+  const shared =
+    typeof context === 'object' && context !== null ? Object.getOwnPropertyDescriptors(context) : {};
   return Object.create((context ?? null) as object | null, {
+    ...shared,
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
   });
 }

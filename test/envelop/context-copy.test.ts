@@ -1,0 +1,58 @@
+import { createSchema, createYoga } from 'graphql-yoga';
+import { describe, expect, it } from 'vitest';
+import { useIdempotency } from '../../src/envelop/index.js';
+import { memoryStore } from '../../src/index.js';
+import { postGraphQL } from './graphql-client.js';
+
+// A resolver that hands its context on as a copy (`{ ...context }`, to a service) finds the shared
+// context's members in it, with the plugin as without.
+function server(withPlugin: boolean) {
+  const seen: unknown[] = [];
+  type Context = { userId: string };
+  const schema = createSchema<Context>({
+    typeDefs:
+      'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
+    resolvers: {
+      Mutation: {
+        pay: (_: unknown, { amount }: { amount: number }, context: Context) => {
+          const forService = { ...context };
+          seen.push(forService.userId);
+          return amount;
+        },
+      },
+    },
+  });
+  const yoga = createYoga({
+    schema,
+    logging: false,
+    context: ({ request }) => ({ userId: request.headers.get('x-user-id') ?? '' }),
+    plugins: withPlugin
+      ? [
+          useIdempotency({
+            store: memoryStore(),
+            scope: (context: Context) => context.userId,
+            required: false,
+          }),
+        ]
+      : [],
+  });
+  const post = (query: string, idempotencyKey?: string) =>
+    postGraphQL(yoga.fetch as never, 'http://yoga/graphql', { query, userId: 'alice', idempotencyKey });
+  return { post, seen };
+}
+
+describe("a copy of the resolver's context", () => {
+  it('holds the shared members without the plugin', async () => {
+    const { post, seen } = server(false);
+    await post('mutation { pay(amount: 5, idempotencyKey: "k1") }');
+    expect(seen).toEqual(['alice']);
+  });
+
+  it('holds the shared members under a field key, a header key and a keyless optional call', async () => {
+    const { post, seen } = server(true);
+    await post('mutation { pay(amount: 5, idempotencyKey: "k1") }');
+    await post('mutation { pay(amount: 5) }', 'k2');
+    await post('mutation { pay(amount: 5) }');
+    expect(seen).toEqual(['alice', 'alice', 'alice']);
+  });
+});
