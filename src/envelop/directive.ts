@@ -98,6 +98,11 @@ export function idempotentFieldsOf(
         );
         continue;
       }
+      if (keyArgument.defaultValue !== undefined) {
+        // Every call that sent no key would run under that one key, and replay the first's result.
+        problems.push(`${coordinate}: the "${argumentName}" argument must have no default value`);
+        continue;
+      }
       const values = marked && directive && field.astNode ? getDirectiveValues(directive, field.astNode) : {};
       const declared: IdempotentField = {
         required: typeof values?.required === 'boolean' ? values.required : undefined,

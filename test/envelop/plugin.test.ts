@@ -26,6 +26,11 @@ describe('useIdempotency at schema build', () => {
       'Mutation.pay: the "idempotencyKey" argument must be a String (it is ID!)',
     ],
     [
+      'a key argument with a default, which every keyless call would share',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String = "k"): Int! }',
+      'Mutation.pay: the "idempotencyKey" argument must have no default value',
+    ],
+    [
       '@idempotent outside the mutation root',
       'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! } extend type Query { orders(idempotencyKey: String): Int @idempotent }',
       'Query.orders: @idempotent applies only to fields of the mutation root type',
