@@ -98,7 +98,7 @@ export function idempotentFieldsOf(
         );
         continue;
       }
-      if (keyArgument.defaultValue !== undefined) {
+      if (keyArgument.defaultValue !== undefined && keyArgument.defaultValue !== null) {
         // Every call that sent no key would run under that one key, and replay the first's result.
         problems.push(`${coordinate}: the "${argumentName}" argument must have no default value`);
         continue;

@@ -55,6 +55,17 @@ describe('useIdempotency at schema build', () => {
     expect(() => yogaFor(schema)).toThrow(message);
   });
 
+  it('accepts a key argument whose default is null, which is no key', async () => {
+    const { schema, calls } = paymentsSchema(
+      'type Mutation { pay(amount: Int!, idempotencyKey: String = null): Int! }',
+    );
+    const { send } = yogaFor(schema);
+    await send('mutation { pay(amount: 5, idempotencyKey: "k-1") }');
+    const retry = await send('mutation { pay(amount: 5, idempotencyKey: "k-1") }');
+    expect(retry.body.extensions?.idempotency).toMatchObject({ pay: { key: 'k-1', replayed: true } });
+    expect(calls.pay).toBe(1);
+  });
+
   it('accepts String! as the key type and another argument name', async () => {
     const { schema, calls } = paymentsSchema('type Mutation { pay(amount: Int!, requestId: String!): Int! }');
     const { send } = yogaFor(schema, { argumentName: 'requestId' });
