@@ -314,8 +314,9 @@ function explain(error: unknown, url: string | undefined, table: string): string
     return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
   }
   const tableName = table.split('.').at(-1) ?? table;
-  const names = [tableName, STEPS_TABLE];
-  if (!names.some((name) => text.includes(name))) return text;
+  // A name as a whole word of the message: `idempotency` is not named by `idempotency_steps`.
+  const names = (name: string) => namesWord(text, name);
+  if (!names(tableName) && !names(STEPS_TABLE)) return text;
   if (/already exists/i.test(text)) {
     return `${text} (the table is there, but _prisma_migrations does not record the migration that creates it, which ran again: it was made another way, such as prisma db push; record that migration as applied, prisma migrate resolve --applied <name>, rather than run it)`;
   }
@@ -325,12 +326,21 @@ function explain(error: unknown, url: string | undefined, table: string): string
       ? shippedMigrationsFolder(providerOfUrl(url))
       : `${shippedPrismaFolder}<provider>/migrations/`;
     // migrate creates the tables under their own names only: a renamed one is the user's to create.
-    if (tableName !== RECORDS_TABLE && text.includes(tableName)) {
+    if (tableName !== RECORDS_TABLE && names(tableName)) {
       return `${text} (create it as the migration 20261121000000_idempotency_records in ${folder} creates idempotency_records, under the name ${table}: idempotent-mutations migrate creates idempotency_records only)`;
     }
     return `${text} (create the table: idempotent-mutations migrate, or apply the migrations in ${folder})`;
   }
   return text;
+}
+
+/** Whether `text` holds `name` with no letter, digit, `_` or `$` either side of it. */
+function namesWord(text: string, name: string): boolean {
+  const word = /[\w$]/;
+  for (let at = text.indexOf(name); at !== -1; at = text.indexOf(name, at + 1)) {
+    if (!word.test(text[at - 1] ?? '') && !word.test(text[at + name.length] ?? '')) return true;
+  }
+  return false;
 }
 
 /**

@@ -279,9 +279,11 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     | { httpStatus?: unknown; retryAfterMs?: unknown; idempotencyCode?: unknown }
     | null
     | undefined;
-  // A response that did not fail as a whole (a batch's 207, a stream's 200) says nothing of this call.
+  // An error shape in a response that did not fail as a whole (a batch's 207, a stream's 200)
+  // has no status of its own there; an answer the client could not read keeps the response's.
+  const whole = response?.status;
   const failedStatus =
-    typeof response?.status === 'number' && response.status >= 400 ? response.status : undefined;
+    error.shape !== undefined && typeof whole === 'number' && whole < 400 ? undefined : whole;
   const status = typeof data?.httpStatus === 'number' ? data.httpStatus : failedStatus;
   const retryAfterMs = typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined;
   const code = data && 'idempotencyCode' in data ? data.idempotencyCode : undefined;

@@ -64,22 +64,21 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     );
   }
   // superjson's walk skips an array's holes, so trailing ones would shorten it: an array with holes
-  // is stored as its length and the members it has, and comes back with the same holes.
+  // is stored as its length and the members it has, at their indices (the paths superjson records
+  // for an object reached twice go through them, and must lead to it in the array read back).
   superjson.registerCustom<unknown[], Walked>(
     {
       isApplicable: (value): value is unknown[] => Array.isArray(value) && hasHoles(value),
       serialize: (array) => {
-        const members: Record<number, unknown> = {};
+        const stored: Record<string, unknown> = { length: array.length };
         array.forEach((member, i) => {
-          members[i] = member;
+          stored[i] = member;
         });
-        return { length: array.length, members } satisfies SparseArray as unknown as Walked;
+        return stored as unknown as Walked;
       },
       deserialize: (stored) => {
-        const { length, members } = stored as unknown as SparseArray;
-        const array: unknown[] = new Array(length);
-        for (const [i, member] of Object.entries(members)) array[Number(i)] = member;
-        return array;
+        const { length, ...members } = stored as unknown as Record<string, unknown>;
+        return Object.assign(new Array(length as number), members) as unknown[];
       },
     },
     'SparseArray',
@@ -89,20 +88,22 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
   superjson.registerCustom<Error, Walked>(
     {
       isApplicable: (value): value is Error => value instanceof Error,
-      serialize: (error) =>
-        ({
-          name: error.name,
-          message: error.message,
-          ...('cause' in error ? { cause: error.cause } : {}),
-          fields: { ...error },
-        }) satisfies StoredError as unknown as Walked,
+      // Its own fields where the Error read back has them (the paths superjson records for an
+      // object reached twice go through them), and the rest under a name of ours.
+      serialize: (error) => {
+        if (Object.hasOwn(error, ERROR)) throw new TypeError(`an Error with a field named ${ERROR}`);
+        const kept: StoredError = { name: error.name, message: error.message };
+        if ('cause' in error) kept.cause = error.cause;
+        return { ...error, [ERROR]: kept } as unknown as Walked;
+      },
       deserialize: (stored) => {
-        const { name, message, fields, ...rest } = stored as unknown as StoredError;
+        const { [ERROR]: kept, ...fields } = stored as unknown as Record<string, unknown>;
+        const { name, message, cause } = kept as StoredError;
         // A field of its own stays one (enumerable), whatever the constructor would have made of it.
         const own = (field: string) => Object.hasOwn(fields, field);
         const error = new Error(
           own('message') ? undefined : message,
-          'cause' in rest && !own('cause') ? { cause: rest.cause } : undefined,
+          Object.hasOwn(kept as object, 'cause') && !own('cause') ? { cause } : undefined,
         );
         if (name !== 'Error' && !own('name')) {
           Object.defineProperty(error, 'name', { value: name, writable: true, configurable: true });
@@ -179,25 +180,18 @@ function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
  */
 type Walked = { [field: string]: string };
 
-/** An array with holes: its length, and its members by index. */
-interface SparseArray {
-  length: number;
-  members: Record<number, unknown>;
-}
-
 function hasHoles(array: unknown[]): boolean {
   for (let i = 0; i < array.length; i++) if (!(i in array)) return true;
   return false;
 }
 
-/** What is kept of an `Error`. */
+/** What is kept of an `Error` besides its own fields, stored beside them under `ERROR`. */
 interface StoredError {
   name: string;
   message: string;
   cause?: unknown;
-  /** Its own enumerable fields (a `code`), which JSON answers with. */
-  fields: Record<string, unknown>;
 }
+const ERROR = '$idempotentMutationsError';
 
 /** A Decimal's text, `-0` included (decimal.js's `toString` writes it `0`; its `toJSON` does not). */
 function decimalText(value: DecimalLike): string {

@@ -434,13 +434,14 @@ export function useIdempotency<Context = any, Tx = unknown>({
           // (under a lease, see `mode`, the key is released instead).
           if (errors?.length) throw new FailedOperation(errors);
           // The JSON form is what the client saw; a replay sends exactly it again. A result JSON
-          // cannot write (a BigInt from a scalar) fails the answer, not the call: stored as it is,
-          // its replay fails the same way, and under a lease the effects are not run again.
+          // cannot write (a BigInt from a scalar) rolls a transaction back; under a lease, whose
+          // effects have happened, it is stored as it is, and its replay fails as the answer does.
           const answered = { data, extensions };
           try {
             return JSON.parse(JSON.stringify(answered)) as ExecutionResult;
-          } catch {
-            return answered;
+          } catch (error) {
+            if (operationMode === 'lease') return answered;
+            throw error;
           }
         },
       );
@@ -698,11 +699,24 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * transaction client, so concurrent fields never see each other's transaction.
  */
 function withTransaction(context: unknown, txName: string, tx: unknown): object {
-  // The shared context's own members are this one's own too, so `{ ...context }` holds them.
-  const shared =
-    typeof context === 'object' && context !== null ? Object.getOwnPropertyDescriptors(context) : {};
+  const own: PropertyDescriptorMap = {};
+  if (typeof context === 'object' && context !== null) {
+    // The shared context's own members are this one's own too, so that `{ ...context }` holds
+    // them; each reads the shared one as it is now, and a write stays this context's, as it would
+    // on an object that inherits them.
+    for (const [name, { enumerable }] of Object.entries(Object.getOwnPropertyDescriptors(context))) {
+      own[name] = {
+        enumerable,
+        configurable: true,
+        get: () => Reflect.get(context, name),
+        set(this: object, value: unknown) {
+          Object.defineProperty(this, name, { value, enumerable, writable: true, configurable: true });
+        },
+      };
+    }
+  }
   return Object.create((context ?? null) as object | null, {
-    ...shared,
+    ...own,
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
   });
 }

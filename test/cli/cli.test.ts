@@ -525,6 +525,26 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(outcome.stderr).not.toContain('create the table: idempotent-mutations migrate');
   });
 
+  it('says to run migrate for a missing idempotency_steps, whatever --table names', async () => {
+    await rm('.tmp/cli-migrate/no-steps.db', { force: true });
+    expect((await cli(['migrate', '--database-url', 'file:.tmp/cli-migrate/no-steps.db'])).code).toBe(0);
+    const prisma = await connect({ ...databases[0]!, url: 'file:.tmp/cli-migrate/no-steps.db' });
+    try {
+      await prisma.$executeRawUnsafe('CREATE TABLE idempotency AS SELECT * FROM idempotency_records');
+      await prisma.$executeRawUnsafe('DROP TABLE idempotency_steps');
+    } finally {
+      await prisma.$disconnect();
+    }
+    const outcome = await cli([
+      'sweep',
+      '--database-url',
+      'file:.tmp/cli-migrate/no-steps.db',
+      '--table',
+      'idempotency',
+    ]);
+    expectOneLineError(outcome, /idempotency_steps.*create the table: idempotent-mutations migrate/);
+  });
+
   it('says, of a table migrate finds there unrecorded, to record its migration rather than run it', async () => {
     await rm('.tmp/cli-migrate/unrecorded.db', { force: true });
     await mkdir('.tmp/cli-migrate', { recursive: true });

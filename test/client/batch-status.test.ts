@@ -76,3 +76,22 @@ describe("idempotencyLink and the layer's 409 in an error shape without httpStat
     expect(paid).toBe(5);
   });
 });
+
+describe('idempotencyLink and a 200 it cannot read', () => {
+  it('sends the mutation once: the server answered, so it ran', async () => {
+    let sends = 0;
+    const fetch = async () => {
+      sends++;
+      // Not a tRPC response (a proxy's JSON, a transformer the client lacks).
+      return new Response('{"ok":true}', { status: 200, headers: { 'content-type': 'application/json' } });
+    };
+    const links = [
+      idempotencyLink({ retry }),
+      httpLink({ url: 'http://server/trpc', fetch: fetch as never }),
+    ];
+    // biome-ignore lint/suspicious/noExplicitAny: untyped client
+    const client = createTRPCClient<any>({ links }) as any;
+    await expect(client.pay.mutate({ amount: 5 })).rejects.toBeInstanceOf(Error);
+    expect(sends).toBe(1);
+  });
+});

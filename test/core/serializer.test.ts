@@ -200,6 +200,13 @@ describe('superjsonSerializer', () => {
     }
     const twice = roundTrip([slots, slots]) as unknown[];
     expect(twice[0]).toBe(twice[1]);
+    // An object reached twice, through the holes' array and beside it, stays one object.
+    const day = { day: 'mon', at: new Date(0) };
+    const week = Object.assign(new Array(7), { 0: day, 2: day });
+    const back2 = roundTrip({ week, first: day }) as { week: unknown[]; first: unknown };
+    expect(back2).toStrictEqual({ week, first: day });
+    expect(back2.week[0]).toBe(back2.week[2]);
+    expect(back2.week[0]).toBe(back2.first);
   });
 
   it('brings float arrays back with their NaN, ±Infinity and -0', () => {
@@ -231,6 +238,15 @@ describe('superjsonSerializer', () => {
     expect(JSON.stringify(back)).toBe(JSON.stringify({ settled }));
     const wire = new SuperJSON();
     expect(wire.serialize(back)).toEqual(wire.serialize({ settled }));
+    // An object reached twice through an Error's fields comes back equal in each place (superjson
+    // restores shared references only through plain objects, arrays, Maps and Sets).
+    const shared = { at: new Date(2) };
+    const error = Object.assign(new Error('x'), { first: shared, second: shared });
+    const both = roundTrip({ error, shared }) as { error: Error & Record<string, unknown>; shared: unknown };
+    expect(both.error.first).toEqual(shared);
+    expect(both.error.second).toEqual(shared);
+    expect(both.shared).toEqual(shared);
+    expect((roundTrip({ error }) as typeof both).error.second).toEqual(shared);
     const [first, second, , fourth] = back.settled.map((entry) => entry.reason);
     expect(first).toBeInstanceOf(Error);
     expect(first!.message).toBe('card declined');

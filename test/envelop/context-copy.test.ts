@@ -56,3 +56,43 @@ describe("a copy of the resolver's context", () => {
     expect(seen).toEqual(['alice', 'alice', 'alice']);
   });
 });
+
+describe("the resolver's context", () => {
+  it('reads what the shared context holds when it reads it, and keeps its own writes', async () => {
+    const seen: unknown[] = [];
+    type Shared = { user: string | null; signIn(name: string): void; note?: string };
+    const schema = createSchema<Shared>({
+      typeDefs:
+        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
+      resolvers: {
+        Mutation: {
+          pay: (_: unknown, { amount }: { amount: number }, context: Shared) => {
+            context.signIn('bob'); // writes the shared context
+            context.note = 'mine';
+            seen.push(context.user, { ...context }.user, context.note);
+            return amount;
+          },
+        },
+      },
+    });
+    const yoga = createYoga({
+      schema: schema as never,
+      logging: false,
+      context: (initial) => {
+        const shared = initial as unknown as Record<string, unknown>;
+        return Object.assign(shared, {
+          user: null,
+          signIn(name: string) {
+            shared.user = name;
+          },
+        }) as never;
+      },
+      plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice' })],
+    });
+    await postGraphQL(yoga.fetch as never, 'http://yoga/graphql', {
+      query: 'mutation { pay(amount: 5, idempotencyKey: "k1") }',
+      userId: 'alice',
+    });
+    expect(seen).toEqual(['bob', 'bob', 'mine']);
+  });
+});

@@ -14,8 +14,9 @@ type Context = { userId: string; idempotency: IdempotencyResolverContext };
 function yogaWith(
   typeDefs: string,
   resolvers: Parameters<typeof createSchema<Context>>[0]['resolvers'],
-  options: { now?: () => number; cancellation?: boolean } = {},
+  options: { now?: () => number; cancellation?: boolean; mode?: 'lease' | 'transactional' } = {},
 ) {
+  const store = memoryStore(options.now ? { clock: options.now } : {});
   const yoga = createYoga({
     schema: createSchema<Context>({ typeDefs: `type Query { ping: Boolean } ${typeDefs}`, resolvers }),
     logging: false,
@@ -23,19 +24,20 @@ function yogaWith(
     plugins: [
       ...(options.cancellation ? [useExecutionCancellation()] : []),
       useIdempotency({
-        store: memoryStore(options.now ? { clock: options.now } : {}),
+        store,
         scope: (context: Context) => context.userId,
-        mode: 'lease',
+        mode: options.mode ?? 'lease',
         leaseMs: 1_000,
       }),
     ],
   });
-  return (query: string, init: { signal?: AbortSignal } = {}) =>
+  const post = (query: string, init: { signal?: AbortSignal } = {}) =>
     postGraphQL(
       ((url: string, request: RequestInit) => yoga.fetch(url, { ...request, ...init })) as never,
       'http://yoga/graphql',
       { query, userId: 'alice', idempotencyKey: 'order-1' },
     );
+  return Object.assign(post, { store });
 }
 
 describe('an operation under an Idempotency-Key header, in lease mode', () => {
@@ -89,6 +91,26 @@ describe('an operation under an Idempotency-Key header, in lease mode', () => {
       first.body.errors?.map((error) => error.message),
     );
     expect(charges).toEqual([5]);
+  });
+
+  it('in transactional mode, rolls back a result JSON cannot write, and keeps nothing', async () => {
+    const charges: number[] = [];
+    const post = yogaWith(
+      'scalar Big type Mutation { charge(amount: Int!): Big! }',
+      {
+        Big: { serialize: (value: unknown) => BigInt(value as number) },
+        Mutation: {
+          charge: (_: unknown, { amount }: { amount: number }) => {
+            charges.push(amount);
+            return amount;
+          },
+        },
+      },
+      { mode: 'transactional' },
+    );
+    const first = await post('mutation { charge(amount: 5) }');
+    expect(first.status).toBe(500);
+    expect(await post.store.find('alice', 'order-1')).toBeNull();
   });
 
   it('answers a step that diverged with its own code, as under a field key', async () => {
