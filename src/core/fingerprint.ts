@@ -444,7 +444,8 @@ function nameOf(object: object): string {
   return typeof name === 'string' && name !== '' ? name : Object.prototype.toString.call(object).slice(8, -1);
 }
 
-function base64(view: ArrayBufferView): string {
+/** A view's bytes (only those it sees) in base64. */
+export function base64(view: ArrayBufferView): string {
   return Buffer.from(view.buffer, view.byteOffset, view.byteLength).toString('base64');
 }
 

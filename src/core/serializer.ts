@@ -1,5 +1,5 @@
 import { SuperJSON } from 'superjson';
-import { type DecimalLike, isDecimal } from './fingerprint.js';
+import { base64, type DecimalLike, isDecimal } from './fingerprint.js';
 
 /** Turns a result into the text stored with the record, and back for a replay. */
 export interface Serializer {
@@ -53,12 +53,8 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     superjson.registerCustom<Float32Array | Float64Array, string>(
       {
         isApplicable: (value): value is Float32Array | Float64Array => value instanceof FloatArray,
-        serialize: (value) =>
-          Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'),
-        deserialize: (text) => {
-          const bytes = Buffer.from(text, 'base64');
-          return new FloatArray(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
-        },
+        serialize: base64,
+        deserialize: (text) => new FloatArray(arrayBufferOf(text)),
       },
       FloatArray.name,
     );
@@ -126,10 +122,7 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     {
       isApplicable: (value): value is ArrayBuffer => value instanceof ArrayBuffer,
       serialize: (value) => Buffer.from(value).toString('base64'),
-      deserialize: (text) => {
-        const bytes = Buffer.from(text, 'base64');
-        return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-      },
+      deserialize: arrayBufferOf,
     },
     'ArrayBuffer',
   );
@@ -180,6 +173,12 @@ function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
  */
 type Walked = { [field: string]: string };
 
+/** The bytes of a base64 text, in an ArrayBuffer of their own. */
+function arrayBufferOf(text: string): ArrayBuffer {
+  const bytes = Buffer.from(text, 'base64');
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}
+
 function hasHoles(array: unknown[]): boolean {
   for (let i = 0; i < array.length; i++) if (!(i in array)) return true;
   return false;
@@ -217,8 +216,9 @@ type Annotations = Record<string, Annotation>;
  * valid Dates and instances of `Decimal` below the root, in arrays and plain objects, with no
  * `undefined` (nor array holes), no member superjson refuses, and no object reached twice
  * (superjson records those as referential equalities). A Date is written by its `toJSON`, which is
- * superjson's `toISOString`; a Decimal by its `toJSON`, which is the rule's text above. The paths are gathered container by container, as superjson's walk gathers
- * them, so they come out in its order.
+ * superjson's `toISOString`; a Decimal by its `toJSON`, which is the rule's text above. The paths
+ * are gathered container by container, as superjson's walk gathers them, so they come out in its
+ * order.
  */
 function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): Annotations | undefined {
   const seen = new Set<object>();
