@@ -50,6 +50,11 @@ interface RawQuery {
   argTypes: unknown[];
 }
 
+/** `sql` as a statement without parameters. */
+function unbound(sql: string): RawQuery {
+  return { sql, args: [], argTypes: [] };
+}
+
 /** What a connected Prisma driver adapter offers that the migrations need. */
 export interface MigrationTarget {
   /** `schemaName`: the schema a URL's `?schema=` gave `PrismaPg`, where the migrations go. */
@@ -90,7 +95,7 @@ export async function applyMigrations(
   /** How long to wait for another run's lock (PostgreSQL, MySQL), in seconds; for tests. */
   { lockWaitSeconds = LOCK_WAIT_SECONDS }: { lockWaitSeconds?: number } = {},
 ): Promise<string[]> {
-  const run = (sql: string) => db.executeRaw({ sql, args: [], argTypes: [] });
+  const run = (sql: string) => db.executeRaw(unbound(sql));
   // PostgreSQL: the adapter's schema (a URL's `?schema=`) holds the tables and the migrations'
   // record, as with `prisma migrate deploy`; without one, the search path decides.
   const schema = provider === 'mysql' ? undefined : connectedSchemaOf(db, provider);
@@ -133,11 +138,9 @@ export async function applyMigrations(
   if (lock !== undefined)
     await statementsInOneTransaction(db, lock, undefined, [...createSchema, createTable]);
   else for (const statement of [...createSchema, createTable]) await run(statement);
-  const done = await db.queryRaw({
-    sql: `SELECT migration_name FROM ${table} WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
-    args: [],
-    argTypes: [],
-  });
+  const done = await db.queryRaw(
+    unbound(`SELECT migration_name FROM ${table} WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`),
+  );
   const applied = new Set(done.rows.map(([name]) => String(name)));
   const ran: string[] = [];
   for (const { name, sql } of migrations) {
@@ -272,9 +275,9 @@ async function scriptInOneTransaction(
   // A script that turns foreign keys off (Prisma's table redefinitions: its DROP TABLE would
   // otherwise delete the referencing rows, ON DELETE CASCADE) must do so before the transaction,
   // where SQLite ignores the pragma; the keys are checked before the commit, and turned on again.
-  const pragma = (sql: string) => db.queryRaw({ sql, args: [], argTypes: [] });
+  const query = (sql: string) => db.queryRaw(unbound(sql));
   if (!checkingKeys && FOREIGN_KEYS_OFF.test(script)) {
-    const [[on]] = (await pragma('PRAGMA foreign_keys')).rows as [[unknown]];
+    const [[on]] = (await query('PRAGMA foreign_keys')).rows as [[unknown]];
     if (Number(on) === 1) {
       await db.executeScript('PRAGMA foreign_keys = OFF');
       try {
@@ -288,13 +291,13 @@ async function scriptInOneTransaction(
   // waited for here, without holding up the event loop.
   await whileBusy(db, 'BEGIN IMMEDIATE');
   try {
-    if ((await db.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length > 0) {
+    if ((await query(recorded)).rows.length > 0) {
       await db.executeScript('ROLLBACK');
       return false;
     }
     await db.executeScript(script);
     if (checkingKeys) {
-      const broken = (await pragma('PRAGMA foreign_key_check')).rows;
+      const broken = (await query('PRAGMA foreign_key_check')).rows;
       if (broken.length > 0) {
         throw new Error(
           `The migration leaves ${broken.length} row(s) whose foreign key refers to no row (PRAGMA foreign_key_check; first: table ${String(broken[0]![0])}, rowid ${String(broken[0]![1])}): nothing was applied`,
@@ -323,7 +326,7 @@ async function inMysqlLock(
   waitSeconds: number,
 ): Promise<boolean> {
   const session = await db.startTransaction();
-  const query = (sql: string) => session.queryRaw({ sql, args: [], argTypes: [] });
+  const query = (sql: string) => session.queryRaw(unbound(sql));
   try {
     const [[locked]] = (await query(`SELECT GET_LOCK('${MYSQL_MIGRATION_LOCK}', ${waitSeconds})`)).rows as [
       [unknown],
@@ -333,13 +336,12 @@ async function inMysqlLock(
     }
     try {
       if ((await query(recorded)).rows.length > 0) return false;
-      for (const statement of statements)
-        await session.executeRaw({ sql: statement, args: [], argTypes: [] });
+      for (const statement of statements) await session.executeRaw(unbound(statement));
       return true;
     } finally {
       // Committed before the lock goes, which is the session's, not the transaction's: the run that
       // takes it next must find the record (the adapter's own COMMIT after this finds nothing to do).
-      await session.executeRaw({ sql: 'COMMIT', args: [], argTypes: [] });
+      await session.executeRaw(unbound('COMMIT'));
       await query(`SELECT RELEASE_LOCK('${MYSQL_MIGRATION_LOCK}')`);
     }
   } finally {
@@ -364,7 +366,7 @@ async function statementsInOneTransaction(
   statements: readonly string[],
 ): Promise<boolean> {
   const tx = await db.startTransaction();
-  const run = (sql: string) => tx.executeRaw({ sql, args: [], argTypes: [] });
+  const run = (sql: string) => tx.executeRaw(unbound(sql));
   let applying = false;
   try {
     for (const statement of lock?.statements ?? []) {
@@ -373,9 +375,7 @@ async function statementsInOneTransaction(
         throw lock && databaseCodeIn(error) === '55P03' ? lockHeldError(lock.seconds, error) : error;
       });
     }
-    applying =
-      recorded === undefined ||
-      (await tx.queryRaw({ sql: recorded, args: [], argTypes: [] })).rows.length === 0;
+    applying = recorded === undefined || (await tx.queryRaw(unbound(recorded))).rows.length === 0;
     if (applying) for (const statement of statements) await run(statement);
     if (!tx.options.usePhantomQuery) await run('COMMIT');
   } catch (error) {
