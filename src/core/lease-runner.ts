@@ -53,7 +53,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   if (!('tookOver' in claimed)) return claimed;
   const { firstSeenAt } = claimed;
 
-  const journal = new StepJournal(call, owner, claimed.tookOver);
+  const journal = new StepJournal(call, owner, claimed.tookOver, () => heartbeat.confirm());
   const heartbeat = startHeartbeat(call, lease, owner, claimedAt, () => {
     journal.leaseLost();
     call.emit('fenced');
@@ -193,7 +193,7 @@ async function complete<T, Tx>(
   const completion = { ...owner, result, resultIsError, ttlMs: call.ttlMs };
   const { tracking } = call;
   heartbeat.stop();
-  const heldUntil = heartbeat.heldUntil() - Math.min(1_000, call.leaseMs / 10); // the renewal was sent before it applied
+  const heldUntil = heartbeat.heldUntil() - renewalMarginMs(call.leaseMs);
   tracking?.start('store');
   for (let attempt = 0; ; attempt++) {
     try {
@@ -255,10 +255,24 @@ async function release<T, Tx>(
 /** How long the end of a lease waits for renewals in flight: a hung one must not hold the answer. */
 const SETTLE_MS = 1_000;
 
+/**
+ * How long before `heldUntil` the lease is taken to be at risk: a renewal was sent before it
+ * applied, and the database's clock may run ahead of the call's.
+ */
+function renewalMarginMs(leaseMs: number): number {
+  return Math.min(1_000, leaseMs / 10);
+}
+
 /** A running heartbeat. */
 interface Heartbeat {
   /** Until when (on the call's clock) the lease is surely held: from before the last renewal was sent. */
   heldUntil(): number;
+  /**
+   * Whether the lease is surely held now: by `heldUntil`, else by a renewal sent now, while the
+   * heartbeat may still renew (it runs, within `maxLeaseMs`). `false`: the lease may have run out
+   * and another request may hold the key (a renewal that found it taken over also calls `onLost`).
+   */
+  confirm(): Promise<boolean>;
   /** Stops renewing at once: no beat is sent afterwards, and what a beat in flight answers is ignored. */
   stop(): void;
   /** Resolves once the beats in flight (if any) have answered, or `SETTLE_MS` later if one hangs. */
@@ -281,14 +295,21 @@ function startHeartbeat<T, Tx>(
 ): Heartbeat {
   const { heartbeatMs, leaseMs, maxLeaseMs, clock } = call;
   let heldUntil = claimedAt + leaseMs;
+  const surelyHeld = () => clock() < heldUntil - renewalMarginMs(leaseMs);
   if (heartbeatMs === undefined) {
-    return { heldUntil: () => heldUntil, stop: () => undefined, settled: async () => undefined };
+    return {
+      heldUntil: () => heldUntil,
+      confirm: async () => surelyHeld(),
+      stop: () => undefined,
+      settled: async () => undefined,
+    };
   }
   /** Renewals sent and not answered yet. */
   const inFlight = new Set<Promise<void>>();
   let stopped = false;
+  const pastCap = () => clock() + leaseMs > claimedAt + maxLeaseMs;
   const timer = setInterval(() => {
-    if (stopped || clock() + leaseMs > claimedAt + maxLeaseMs) {
+    if (stopped || pastCap()) {
       clearInterval(timer);
       return;
     }
@@ -315,6 +336,23 @@ function startHeartbeat<T, Tx>(
   timer.unref();
   return {
     heldUntil: () => heldUntil,
+    async confirm() {
+      if (surelyHeld()) return true;
+      if (stopped || pastCap()) return false;
+      const sentAt = clock();
+      let extended: boolean;
+      try {
+        extended = await lease.extend(owner, leaseMs);
+      } catch {
+        return false; // not lost, but not confirmed either
+      }
+      if (extended) heldUntil = Math.max(heldUntil, sentAt + leaseMs);
+      else {
+        clearInterval(timer);
+        onLost();
+      }
+      return extended;
+    },
     stop() {
       stopped = true;
       clearInterval(timer);

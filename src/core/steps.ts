@@ -95,6 +95,11 @@ export class StepJournal<T, Tx> {
     private readonly owner: LeaseOwner,
     /** Whether the call took over a record that was no longer live (whose steps it may resume). */
     private readonly resumes: boolean,
+    /**
+     * Whether the call's lease is surely held now (renewing it if it may have run out): a step's
+     * `fn` runs only then, never while another request may have taken the key over and run it.
+     */
+    private readonly leaseHeld: () => Promise<boolean>,
   ) {}
 
   /**
@@ -162,7 +167,8 @@ export class StepJournal<T, Tx> {
       // Runs `fn` and stores its result, or answers with the stored one.
       const answer = async () => {
         // Nothing of this step ran; what ran before it is the mutation's.
-        if (!done && this.lost) throw await this.lostLeaseAnswer('The mutation');
+        if (!done && (this.lost || !(await this.leaseHeld())))
+          throw await this.lostLeaseAnswer('The mutation');
         if (!done) return this.run(steps, name, position, fn, options);
         const value = this.call.serializer.deserialize(done.result);
         if (done.resultIsError) throw this.call.errorCodec.decode(value);

@@ -669,6 +669,69 @@ export function runStoreConformance(
         expect(charges).toBe(1);
       });
 
+      it('runs no step’s fn once the call’s clock says its lease may have run out and nothing renews it', async () => {
+        const scope = uniqueScope();
+        let now = 0;
+        // No heartbeat: the lease lasts 1 s from the claim, by the call's clock as by the store's.
+        const { options } = call(scope, 'lease', { leaseMs: 1_000, ttlMs: 60_000, clock: () => now });
+        let charges = 0;
+        const charge = (claim: ResolverClaim<unknown>) =>
+          (claim.step as Step<unknown>)('charge', () => ++charges);
+        const held = gate();
+        const started = gate();
+        const old = runIdempotent(options, async (_tx, claim) => {
+          started.open();
+          await held.opened; // a slow lookup before the charge
+          return charge(claim);
+        });
+        await started.opened;
+        now += 2_000;
+        await target().travel(scope, 2_000);
+        const retryHeld = gate();
+        const retryStarted = gate();
+        const retry = runIdempotent(options, async (_tx, claim) => {
+          retryStarted.open();
+          await retryHeld.opened;
+          return charge(claim);
+        });
+        await retryStarted.opened; // it took the key over, and will charge
+        held.open();
+        await expect(old).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+        expect(charges).toBe(0);
+        retryHeld.open();
+        await expect(retry).resolves.toMatchObject({ value: 1, replayed: false });
+        expect(charges).toBe(1);
+      });
+
+      it('runs a step’s fn once a renewal sent before it confirms a lease the call’s clock doubted', async () => {
+        const scope = uniqueScope();
+        let now = 0;
+        const { options } = call(scope, 'lease', { ttlMs: 60_000, clock: () => now });
+        const { store } = options;
+        let beatsFail = true;
+        let renewals = 0;
+        const flaky = Object.assign(Object.create(store.lease) as Store<unknown>['lease'], {
+          extend: async (owner: LeaseOwner, leaseMs: number) => {
+            if (beatsFail) throw new Error('connection reset');
+            renewals++;
+            return store.lease.extend(owner, leaseMs);
+          },
+        });
+        const flakyStore = Object.assign(Object.create(store) as Store<unknown>, { lease: flaky });
+        let charges = 0;
+        const run = runIdempotent(
+          { ...options, store: flakyStore, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 60_000 },
+          async (_tx, claim) => {
+            now += 2_000; // renewals failed meanwhile; the store's lease may or may not have run out
+            beatsFail = false;
+            return (claim.step as Step<unknown>)('charge', () => ++charges);
+          },
+        );
+        await expect(run).resolves.toMatchObject({ value: 1, replayed: false });
+        expect(renewals).toBeGreaterThan(0);
+        expect(charges).toBe(1);
+      });
+
       it('keeps renewing the lease while a step runs beside a failed resolver, so no retry runs it again', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, 'lease', { ttlMs: 60_000 });
