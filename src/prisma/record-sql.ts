@@ -3,10 +3,6 @@ import type { Provider } from './client.js';
 import { databaseClock } from './database-clock.js';
 import { raw, type Sql, sql } from './sql.js';
 
-/** The columns of `idempotency_records`, in the order every SELECT returns them. */
-const COLUMNS =
-  'scope, idempotency_key, operation, fingerprint, status, result, result_is_error, owner_token, locked_until, created_at, completed_at, expires_at';
-
 /** The statements a store runs on `idempotency_records`, per database; no Prisma in sight. */
 export interface RecordStatements {
   /** Whether updates can return the times they wrote in the same statement (not MySQL/MariaDB). */
@@ -82,8 +78,14 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
   const leaseColumns = raw(
     'scope, idempotency_key, operation, fingerprint, status, owner_token, locked_until, created_at, expires_at',
   );
+  const times = ['locked_until', 'created_at', 'completed_at', 'expires_at'].map(
+    (column) => `${clock.read(column)} AS ${column}`,
+  );
+  const columns = raw(
+    `scope, idempotency_key, operation, fingerprint, status, result, result_is_error, owner_token, ${times.join(', ')}`,
+  );
   const find = (scope: string, key: string) =>
-    sql`SELECT ${raw(COLUMNS)}, ${liveFor} FROM ${table} ${where(scope, key)}`;
+    sql`SELECT ${columns}, ${liveFor} FROM ${table} ${where(scope, key)}`;
 
   return {
     returningUpdates: !mysql,

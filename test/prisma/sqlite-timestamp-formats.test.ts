@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { recordStats, stuckRecords, sweepExpired } from '../../src/prisma/index.js';
+import { prismaStore, recordStats, stuckRecords, sweepExpired } from '../../src/prisma/index.js';
 import { sweepStatement } from '../../src/prisma/maintenance-sql.js';
 import { connect, databases } from '../helpers/databases.js';
+import { inFarTimeZone } from '../helpers/far-time-zone.js';
 import { type IsolatedDatabase, isolatedDatabase } from '../helpers/isolated-database.js';
 import {
   everyStateCounts,
@@ -30,8 +31,10 @@ const stored: Record<SqliteTimestampFormat, { type: string; value: RegExp }> = {
 };
 
 // On SQLite the process's clock and the database's are the same machine's; these tests move
-// neither, and only change how the timestamps are stored.
+// neither, and only change how the timestamps are stored. The process runs fourteen hours east of
+// UTC: Prisma's client reads `YYYY-MM-DD HH:MM:SS` text in the process's zone.
 describe('stats, stuck records and sweeps over every SQLite timestamp format', () => {
+  inFarTimeZone();
   let isolated: IsolatedDatabase;
   let prisma: Awaited<ReturnType<typeof connect>>;
   let url: string;
@@ -61,7 +64,16 @@ describe('stats, stuck records and sweeps over every SQLite timestamp format', (
         oldestCreatedAt: rows[0]!.createdAt,
         newestCreatedAt: rows.at(-1)!.createdAt,
       });
-      expect((await stuckRecords(prisma)).map((r) => r.key)).toEqual(stuckKeys);
+      const stuck = await stuckRecords(prisma);
+      expect(stuck.map((r) => r.key)).toEqual(stuckKeys);
+      const row = rows.find((r) => r.key === stuck[0]!.key)!;
+      const found = await prismaStore(prisma).find(row.scope, row.key);
+      for (const record of [stuck[0]!, found!]) {
+        expect(record.createdAt).toEqual(row.createdAt);
+        // Within the second that `YYYY-MM-DD HH:MM:SS` keeps.
+        expect(Math.abs(record.expiresAt.getTime() - row.expiresAt.getTime())).toBeLessThan(1_000);
+        expect(Math.abs(record.lockedUntil!.getTime() - row.lockedUntil!.getTime())).toBeLessThan(1_000);
+      }
       expect(await sweepExpired(prisma)).toBe(2);
       expect(await storedKeys(prisma)).toEqual([...unsweptKeys].sort());
     },
