@@ -51,10 +51,10 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   }
   tracking?.finish('claim');
   if (!('tookOver' in claimed)) return claimed;
-  const { firstSeenAt } = claimed;
+  const { firstSeenAt, sentAt } = claimed;
 
   const journal = new StepJournal(call, owner, claimed.tookOver, () => heartbeat.confirm());
-  const heartbeat = startHeartbeat(call, lease, owner, claimedAt, () => {
+  const heartbeat = startHeartbeat(call, lease, owner, claimedAt, sentAt, () => {
     journal.leaseLost();
     call.emit('fenced');
   });
@@ -134,6 +134,8 @@ function unlessAnsweredElsewhere(failure: unknown): void {
 interface Claimed {
   firstSeenAt: Date;
   tookOver: boolean;
+  /** When (on the call's clock) the claim that took the key was sent: its lease runs from after it. */
+  sentAt: number;
 }
 
 /**
@@ -148,6 +150,7 @@ async function claimLease<T, Tx>(
   const started = call.clock();
   for (let attempt = 0; attempt < 3; attempt++) {
     let outcome: ClaimOutcome;
+    const sentAt = call.clock();
     try {
       outcome = await call.store.lease.claim({
         ...call.request,
@@ -161,7 +164,7 @@ async function claimLease<T, Tx>(
     }
     if (outcome.claimed) {
       call.emit(outcome.tookOver ? 'expired_takeover' : 'claimed');
-      return { firstSeenAt: outcome.firstSeenAt, tookOver: outcome.tookOver };
+      return { firstSeenAt: outcome.firstSeenAt, tookOver: outcome.tookOver, sentAt };
     }
     // Another call claimed the key first: wait for it as any duplicate does.
     const existing = await waitWhileRunning(call, outcome.existing, started);
@@ -281,7 +284,9 @@ interface Heartbeat {
 
 /**
  * Extends the lease every `heartbeatMs` while the resolver runs, up to `maxLeaseMs` after the
- * claim (a hung resolver's lease then runs out, and `stuck` lists it). It keeps renewing after
+ * claim began (`claimedAt`, before any wait for a duplicate; a hung resolver's lease then runs out,
+ * and `stuck` lists it). The lease is known to be held until `leaseMs` after `leaseFrom`, when
+ * the claim that took the key was sent, and then after each renewal was. It keeps renewing after
  * the request was aborted: the resolver is still running, and a lease left to run out would let
  * the client's retry take the key over and run the effects a second time. `stop` never waits
  * for a beat in flight (a statement on a dead connection could hang it).
@@ -291,10 +296,11 @@ function startHeartbeat<T, Tx>(
   lease: LeaseOperations<Tx>,
   owner: LeaseOwner,
   claimedAt: number,
+  leaseFrom: number,
   onLost: () => void,
 ): Heartbeat {
   const { heartbeatMs, leaseMs, maxLeaseMs, clock } = call;
-  let heldUntil = claimedAt + leaseMs;
+  let heldUntil = leaseFrom + leaseMs;
   const surelyHeld = () => clock() < heldUntil - renewalMarginMs(leaseMs);
   if (heartbeatMs === undefined) {
     return {

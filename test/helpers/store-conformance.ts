@@ -703,6 +703,50 @@ export function runStoreConformance(
         expect(charges).toBe(1);
       });
 
+      it('counts a lease from the claim that took the key, not from before a wait for the call that held it', async () => {
+        const scope = uniqueScope();
+        let now = 0;
+        // No heartbeat: the lease lasts 30 s from the claim.
+        const { options } = call(scope, 'lease', {
+          leaseMs: 30_000,
+          ttlMs: 60_000,
+          waitTimeoutMs: 30_000,
+          clock: () => now,
+        });
+        const held = gate();
+        const started = gate();
+        const first = runIdempotent(options, async () => {
+          started.open();
+          await held.opened;
+          now += 20_000;
+          throw new Error('card service down');
+        });
+        await started.opened;
+        const other = onAnotherServer(options.store);
+        const waiting = gate();
+        const watched = Object.assign(Object.create(other) as Store<unknown>, {
+          find: async (scope: string, key: string) => {
+            const found = await other.find(scope, key);
+            if (found?.status === 'IN_PROGRESS') waiting.open();
+            return found;
+          },
+        });
+        let charges = 0;
+        // A first attempt: no read before its claim, which finds the key held and waits there.
+        const second = runIdempotent(
+          { ...options, store: watched, firstAttempt: true },
+          async (_tx, claim) => {
+            now += 15_000; // 35 s after its wait began, 15 s into its own lease
+            return (claim.step as Step<unknown>)('charge', () => ++charges);
+          },
+        );
+        await waiting.opened; // it found the first call running, and waits for it
+        held.open();
+        await expect(first).rejects.toThrow('card service down');
+        await expect(second).resolves.toMatchObject({ value: 1, replayed: false });
+        expect(charges).toBe(1);
+      });
+
       it('runs a step’s fn once a renewal sent before it confirms a lease the call’s clock doubted', async () => {
         const scope = uniqueScope();
         let now = 0;
