@@ -111,8 +111,11 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
       if (!mysql) return update;
       // MariaDB has no UPDATE … RETURNING. The claimed row, selected into itself, always collides
       // with itself, so the duplicate-key branch updates it and RETURNING gives its times in the
-      // same statement; with no claimed row nothing is selected, written or returned.
-      return sql`INSERT INTO ${table} (${claimColumns}) SELECT ${claimColumns} FROM ${table} ${where(c.scope, c.key)} ON DUPLICATE KEY UPDATE ${completion} RETURNING completed_at, expires_at`;
+      // same statement; with no claimed row nothing is selected, written or returned. Nor when
+      // the session is no longer in its transaction: a deadlock (which the resolver may have caught)
+      // or a Galera abort rolled the claim back, and the statement would commit on its own over
+      // the row there now (a duplicate's completed record, an expired one the claim took over).
+      return sql`INSERT INTO ${table} (${claimColumns}) SELECT ${claimColumns} FROM ${table} ${where(c.scope, c.key)} AND status = 'IN_PROGRESS' AND @@in_transaction = 1 ON DUPLICATE KEY UPDATE ${completion} RETURNING completed_at, expires_at`;
     },
     leaseClaim: (c) =>
       insertIfAbsent(

@@ -1,0 +1,216 @@
+import { Decimal } from '@prisma/client/runtime/client';
+import { initTRPC } from '@trpc/server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
+import type { PrismaClient as SqliteClient } from '../../generated/sqlite/client.js';
+import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
+import { prismaStore } from '../../src/prisma/index.js';
+import { idempotency } from '../../src/trpc/index.js';
+import { gate } from '../helpers/gate.js';
+
+// A real InnoDB deadlock in the resolver's own statement: MariaDB rolls back the whole transaction
+// (the claim too) and the session goes on outside it. The resolver catches the error and returns.
+// A duplicate on another server (another client) was waiting on the claim's row: it claims the key,
+// runs and commits. The first call's completion (INSERT … SELECT … ON DUPLICATE KEY UPDATE, on the
+// session now in autocommit) then finds the duplicate's COMPLETED row and overwrites it.
+
+const URL = process.env.TEST_MYSQL_URL;
+type Client = SqliteClient;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Context {
+  userId: string;
+  headers: Record<string, string | undefined>;
+}
+const t = initTRPC.context<Context>().create();
+
+// A deadlock needs a lock wait that InnoDB resolves by rolling back one transaction: the gates
+// order the three transactions, and the short sleeps let each lock wait begin.
+(URL ? describe : describe.skip)('MariaDB: a deadlock the resolver catches and goes on from', () => {
+  let a: Client;
+  let b: Client;
+  let x: Client;
+  beforeAll(async () => {
+    const make = async () =>
+      new MysqlClient({ adapter: (await adapterForUrl(URL!)) as never }) as unknown as Client;
+    a = await make();
+    b = await make();
+    x = await make();
+    await x.$executeRawUnsafe(
+      'CREATE TABLE IF NOT EXISTS deadlock_locks (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB',
+    );
+    await x.$executeRawUnsafe(
+      'CREATE TABLE IF NOT EXISTS deadlock_heavy (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB',
+    );
+    await x.$executeRawUnsafe('INSERT IGNORE INTO deadlock_locks (id, v) VALUES (1, 0), (2, 0)');
+  });
+  afterAll(async () => {
+    await Promise.all([a?.$disconnect(), b?.$disconnect(), x?.$disconnect()]);
+  });
+
+  it('the first call does not answer a result that was rolled back, nor overwrite the duplicate’s stored result', async () => {
+    const userId = `u-${Math.random().toString(36).slice(2)}`;
+    const key = 'pay-deadlock-1';
+    const resolverReady = gate();
+    const goOn = gate();
+    let caught: unknown;
+
+    const routerOf = (prisma: Client, who: 'A' | 'B') =>
+      t.router({
+        pay: t.procedure
+          .input(z.object({ amount: z.string() }))
+          .use(
+            idempotency({
+              store: prismaStore(prisma),
+              scope: ({ ctx }) => ctx.userId,
+              waitTimeoutMs: 20_000,
+            }),
+          )
+          .mutation(async ({ ctx, input }) => {
+            const payment = await ctx.tx.payment.create({
+              data: { userId: ctx.userId, amount: new Decimal(input.amount), currency: who },
+            });
+            if (who === 'A') {
+              await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
+              resolverReady.open();
+              await goOn.opened;
+              try {
+                await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
+              } catch (error) {
+                // e.g. "best effort" bookkeeping: log and go on
+                caught = error;
+              }
+            } else {
+              await sleep(300);
+            }
+            return { paymentId: payment.id, by: who };
+          }),
+      });
+    const callA = t.createCallerFactory(routerOf(a, 'A'))({ userId, headers: { 'idempotency-key': key } });
+    const callB = t.createCallerFactory(routerOf(b, 'B'))({ userId, headers: { 'idempotency-key': key } });
+
+    // X: a heavy transaction holding row 2 (heavier, so InnoDB picks A as the deadlock victim).
+    const xHolds = gate();
+    const xGo = gate();
+    const xDone = x.$transaction(
+      async (tx) => {
+        for (let i = 0; i < 20; i++) {
+          await tx.$executeRawUnsafe(
+            `INSERT INTO deadlock_heavy (v) VALUES ${Array.from({ length: 50 }, () => '(1)').join(',')}`,
+          );
+        }
+        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
+        xHolds.open();
+        await xGo.opened;
+        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
+      },
+      { timeout: 30_000, maxWait: 10_000 },
+    );
+    await xHolds.opened;
+
+    const first = callA.pay({ amount: '5.00' }).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    await resolverReady.opened;
+    // The duplicate from another server: blocks on A's claim row.
+    const second = callB.pay({ amount: '5.00' }).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    await sleep(300);
+    goOn.open(); // A now waits for row 2, held by X
+    await sleep(300);
+    xGo.open(); // X asks for row 1: deadlock, A is the victim
+    await xDone;
+
+    const [ra, rb] = await Promise.all([first, second]);
+    const payments = await x.payment.findMany({ where: { userId } });
+    // A retry with the key replays the stored record
+    const retry = await callA.pay({ amount: '5.00' });
+
+    expect(String((caught as Error)?.message)).toMatch(/Deadlock/i);
+    expect(payments).toHaveLength(1); // A's payment rolled back with the deadlock
+    expect(rb).toMatchObject({ ok: true, value: { by: 'B' } });
+    // Every successful answer must be the stored one, and name a payment that exists.
+    if (ra.ok) {
+      expect(payments.map((p) => p.id)).toContain(ra.value.paymentId);
+    }
+    expect(retry).toEqual(rb.ok ? rb.value : undefined);
+  });
+
+  it('key reused after its record expired (takeover), deadlock caught: no duplicate needed', async () => {
+    const userId = `u-${Math.random().toString(36).slice(2)}`;
+    const key = 'pay-expired-1';
+    let deadlock = false;
+    const resolverReady = gate();
+    const goOn = gate();
+    let caught: unknown;
+    const router = t.router({
+      pay: t.procedure
+        .input(z.object({ amount: z.string() }))
+        .use(idempotency({ store: prismaStore(a), scope: ({ ctx }) => ctx.userId }))
+        .mutation(async ({ ctx, input }) => {
+          const payment = await ctx.tx.payment.create({
+            data: { userId: ctx.userId, amount: new Decimal(input.amount), currency: 'EUR' },
+          });
+          if (deadlock) {
+            await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
+            resolverReady.open();
+            await goOn.opened;
+            try {
+              await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
+            } catch (error) {
+              caught = error;
+            }
+          }
+          return { paymentId: payment.id, amount: input.amount };
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ userId, headers: { 'idempotency-key': key } });
+    await caller.pay({ amount: '1.00' });
+    // The record expires (24 h later, say); the client reuses the key for a new payment.
+    await x.$executeRawUnsafe(
+      'UPDATE idempotency_records SET expires_at = UTC_TIMESTAMP(3) - INTERVAL 1 HOUR WHERE scope = ?',
+      userId,
+    );
+    deadlock = true;
+    const xHolds = gate();
+    const xGo = gate();
+    const xDone = x.$transaction(
+      async (tx) => {
+        for (let i = 0; i < 20; i++) {
+          await tx.$executeRawUnsafe(
+            `INSERT INTO deadlock_heavy (v) VALUES ${Array.from({ length: 50 }, () => '(1)').join(',')}`,
+          );
+        }
+        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
+        xHolds.open();
+        await xGo.opened;
+        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
+      },
+      { timeout: 30_000, maxWait: 10_000 },
+    );
+    await xHolds.opened;
+    const fresh = caller.pay({ amount: '5.00' }).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    await resolverReady.opened;
+    goOn.open();
+    await sleep(300);
+    xGo.open();
+    await xDone;
+    const r = await fresh;
+    deadlock = false;
+    const payments = await x.payment.findMany({ where: { userId } });
+    const retry = await caller.pay({ amount: '5.00' }).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error: (error as Error).message }),
+    );
+    expect(String((caught as Error)?.message)).toMatch(/Deadlock/i);
+    if (r.ok) expect(payments.map((p) => p.id)).toContain(r.value.paymentId);
+    expect(retry).toEqual(r.ok ? { ok: true, value: r.value } : expect.anything());
+  });
+});
