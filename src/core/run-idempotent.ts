@@ -97,7 +97,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
   /**
    * How long a completed record is replayed, from its completion; in lease mode also how long a claim
    * and its steps are kept for a retry to resume, from when they were written (so, for a call that
-   * runs steps, at least the longest it may hold its key, see `maxLeaseMs`). @default 86_400_000 (24 h)
+   * runs steps, at least the longest it may hold its key, see `maxLeaseMs`). At most a hundred
+   * years (`RangeError` past it). @default 86_400_000 (24 h)
    */
   ttlMs?: number | undefined;
   /**
@@ -160,6 +161,18 @@ export interface RunIdempotentOptions<Tx = unknown> {
 }
 
 const DAY_MS = 86_400_000;
+
+/**
+ * The longest `ttlMs` and `leaseMs`: a hundred years. Stores add them to the database's clock, and
+ * a time past what a column holds (MariaDB's DATETIME ends with 9999) was stored as NULL or a zero
+ * date, which reads as no lease (a duplicate ran the mutation again) or no expiry.
+ */
+export const MAX_DURATION_MS = 100 * 365.25 * DAY_MS;
+
+/** `ms` is a whole number of milliseconds from 1 to `MAX_DURATION_MS`. */
+function isDuration(ms: number): boolean {
+  return Number.isSafeInteger(ms) && ms > 0 && ms <= MAX_DURATION_MS;
+}
 const defaultSerializer = superjsonSerializer();
 
 /**
@@ -258,7 +271,9 @@ function resolveCall<T, Tx>(
   const heartbeatMs = options.heartbeatMs ?? store.defaults?.heartbeatMs;
   const maxLeaseMs = options.maxLeaseMs ?? Math.max(300_000, leaseMs);
   const ttlMs = options.ttlMs ?? DAY_MS;
-  if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) throw new RangeError('ttlMs must be a positive integer');
+  if (!isDuration(ttlMs)) {
+    throw new RangeError(`ttlMs must be an integer from 1 to ${MAX_DURATION_MS} (a hundred years)`);
+  }
   if (mode === 'lease') checkLeaseOptions(leaseMs, heartbeatMs, maxLeaseMs);
   const key = validateKey(options.key, options.keyPolicy);
   if (typeof operation !== 'string' || operation.length === 0 || operation.length > 255) {
@@ -358,8 +373,9 @@ function checkWaitTimeout(waitTimeoutMs: number, mode: 'transactional' | 'lease'
 }
 
 function checkLeaseOptions(leaseMs: number, heartbeatMs: number | undefined, maxLeaseMs: number): void {
-  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0)
-    throw new RangeError('leaseMs must be a positive integer');
+  if (!isDuration(leaseMs)) {
+    throw new RangeError(`leaseMs must be an integer from 1 to ${MAX_DURATION_MS} (a hundred years)`);
+  }
   if (heartbeatMs !== undefined && !(heartbeatMs > 0 && heartbeatMs < leaseMs)) {
     throw new RangeError('heartbeatMs must be positive and shorter than leaseMs');
   }

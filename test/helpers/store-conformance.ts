@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { MAX_DURATION_MS } from '../../src/core/run-idempotent.js';
 import {
   type IdempotencyEvent,
   IdempotencyKeyInProgressError,
@@ -520,6 +521,48 @@ export function runStoreConformance(
           }),
         ).toBeNull();
       });
+    });
+
+    it('holds the longest ttlMs and leaseMs it accepts, and refuses longer ones before anything runs', async () => {
+      const YEAR = 365.25 * 86_400_000;
+      for (const mode of ['transactional', 'lease'] as const) {
+        const scope = uniqueScope();
+        const longest = { ttlMs: MAX_DURATION_MS, leaseMs: MAX_DURATION_MS, maxLeaseMs: MAX_DURATION_MS };
+        const { options } = call(scope, mode, longest);
+        let runs = 0;
+        const held = gate();
+        const started = gate();
+        const first = runIdempotent(options, async () => {
+          runs++;
+          started.open();
+          await held.opened;
+          return 'once';
+        });
+        await started.opened;
+        const other = { ...options, store: onAnotherServer(options.store), waitTimeoutMs: 1 };
+        const again = async () => {
+          runs++;
+          return 'twice';
+        };
+        if (mode === 'lease') {
+          // Its lease runs for a century: another server's duplicate does not take it over.
+          await expect(runIdempotent(other, again)).rejects.toBeInstanceOf(IdempotencyKeyInProgressError);
+        }
+        held.open();
+        await expect(first).resolves.toMatchObject({ value: 'once', replayed: false });
+        const replay = await runIdempotent(other, again);
+        expect(replay).toMatchObject({ value: 'once', replayed: true });
+        expect(replay.record.expiresAt.getTime()).toBeGreaterThan(Date.now() + 99 * YEAR);
+        expect(runs).toBe(1);
+        const tooLong = [{ ttlMs: MAX_DURATION_MS + 1 }, { leaseMs: MAX_DURATION_MS + 1 }];
+        // Transactional mode holds no lease, and reads no leaseMs.
+        for (const longer of mode === 'lease' ? tooLong : tooLong.slice(0, 1)) {
+          await expect(
+            runIdempotent({ ...options, key: 'k-2', ...longer, maxLeaseMs: MAX_DURATION_MS + 1 }, again),
+          ).rejects.toThrow(RangeError);
+        }
+        expect(runs).toBe(1);
+      }
     });
 
     describe('durable steps (lease mode)', () => {
