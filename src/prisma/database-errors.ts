@@ -13,10 +13,15 @@ import { DirectStatementError, TransactionClosedError } from './direct-statement
  * as `cause`, a GraphQL error as `originalError`, an aggregate (a GraphQL operation that failed
  * with several errors) in `errors`.
  */
-function* chainOf(error: unknown, depth = 0): Generator<Record<string, unknown>> {
+function* chainOf(
+  error: unknown,
+  depth = 0,
+  leaf?: (node: object) => boolean,
+): Generator<Record<string, unknown>> {
   if (!error || typeof error !== 'object' || depth > 6) return;
   const node = error as Record<string, unknown>;
   yield node;
+  if (leaf?.(node)) return;
   const { meta, cause, originalError, errors } = node as {
     meta?: { driverAdapterError?: unknown };
     cause?: unknown;
@@ -29,7 +34,7 @@ function* chainOf(error: unknown, depth = 0): Generator<Record<string, unknown>>
     originalError,
     ...(Array.isArray(errors) ? errors.slice(0, 10) : []),
   ];
-  for (const inner of wrapped) if (inner !== node) yield* chainOf(inner, depth + 1);
+  for (const inner of wrapped) if (inner !== node) yield* chainOf(inner, depth + 1, leaf);
 }
 
 /** An error of Prisma's client or of a driver adapter beneath it (`directStatements`' included). */
@@ -52,10 +57,13 @@ export function isDatabaseError(error: unknown): boolean {
 /**
  * The first error of Prisma or of a driver adapter in what `error` wraps (itself included). Only
  * that error and what it wraps say what happened to the database: a sibling in the same aggregate
- * (another GraphQL field's gateway error caused by `ECONNRESET`) is not the database's.
+ * (another GraphQL field's gateway error caused by `ECONNRESET`) is not the database's. Nor is
+ * what an error of this library wraps: it says what happened itself, and a resolver that throws
+ * one got it from another call (a nested `IDEMPOTENCY_OUTCOME_UNKNOWN` whose store lost its
+ * connection), whose database failure this transaction's answer must not take for its own.
  */
 export function databaseErrorIn(error: unknown): unknown {
-  for (const node of chainOf(error)) if (isPrismaError(node)) return node;
+  for (const node of chainOf(error, 0, isIdempotencyError)) if (isPrismaError(node)) return node;
   return undefined;
 }
 

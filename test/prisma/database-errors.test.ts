@@ -3,6 +3,7 @@ import { DriverAdapterError } from '@prisma/driver-adapter-utils';
 import { describe, expect, it } from 'vitest';
 import {
   IdempotencyKeyInProgressError,
+  IdempotencyOutcomeUnknownError,
   IdempotencyStoreUnavailableError,
   IdempotencyTransactionExpiredError,
 } from '../../src/core/errors.js';
@@ -441,6 +442,26 @@ describe('retryingTransaction', () => {
     const { error, attempts } = await failingEveryAttempt(() => thrown, { maxRetries: 3 });
     expect(error).toBe(thrown);
     expect(attempts).toBe(1);
+  });
+
+  it('rethrows an error of ours the resolver let through as it is, whatever database failure it wraps', async () => {
+    // A nested lease-mode call (a gateway's charge) whose own store lost its connection after the
+    // charge: IDEMPOTENCY_OUTCOME_UNKNOWN, never a 503 nor a run again (the charge would repeat).
+    const lost = new IdempotencyStoreUnavailableError('The idempotency store cannot be reached', {
+      cause: pgClientError('Connection terminated unexpectedly'),
+    });
+    const nestedConflict = new IdempotencyStoreUnavailableError('conflicts left', { cause: conflict() });
+    for (const nested of [
+      new IdempotencyOutcomeUnknownError('The mutation ran, but its result could not be stored', {
+        cause: lost,
+      }),
+      new IdempotencyOutcomeUnknownError('The mutation ran', { cause: nestedConflict }),
+      new Error('charge failed', { cause: new IdempotencyOutcomeUnknownError('ran', { cause: lost }) }),
+    ]) {
+      const { error, attempts } = await failingEveryAttempt(() => nested, { maxRetries: 3 });
+      expect(error).toBe(nested);
+      expect(attempts).toBe(1);
+    }
   });
 
   it('judges an aggregate by its database error alone: a sibling field’s gateway ECONNRESET is not the store’s', async () => {
