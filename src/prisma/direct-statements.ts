@@ -127,8 +127,15 @@ interface AdapterTransaction extends AdapterQueries {
   rollback(): Promise<void>;
 }
 
-/** How Prisma ends a transaction through the adapter, when the adapter does not do it itself. */
-const ENDING = /^\s*(COMMIT|ROLLBACK)\s*;?\s*$/i;
+/**
+ * A statement that ends the transaction: how Prisma ends one through the adapter, when the adapter
+ * does not do it itself, and every other spelling a resolver could send (PostgreSQL's `END` and
+ * `ABORT`, `WORK` or `TRANSACTION`, `AND [NO] CHAIN`, MySQL's `[NO] RELEASE`, comments before it).
+ * Group 1: the verb; `COMMIT` and `END` commit.
+ */
+const ENDING =
+  /^(?:\s|\/\*[\s\S]*?\*\/|--[^\n]*(?:\n|$))*(COMMIT|END|ROLLBACK|ABORT)(?:\s+(?:WORK|TRANSACTION))?(?:\s+AND\s+(?:NO\s+)?CHAIN)?(?:\s+(?:NO\s+)?RELEASE)?\s*;?\s*$/i;
+const COMMITS = new Set(['COMMIT', 'END']);
 
 /**
  * The driver adapter factory `factory`, whose transactions the Prisma store can send its own
@@ -234,7 +241,7 @@ function guarded(
     const { sql } = query as { sql: string };
     const ending = ENDING.exec(sql);
     if (ending) {
-      if (working && ending[1]!.toUpperCase() === 'COMMIT') return Promise.reject(new CommitRefusedError());
+      if (working && COMMITS.has(ending[1]!.toUpperCase())) return Promise.reject(new CommitRefusedError());
       closed = true;
       return original(query);
     }
