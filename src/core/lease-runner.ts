@@ -314,6 +314,14 @@ function startHeartbeat<T, Tx>(
   const inFlight = new Set<Promise<void>>();
   let stopped = false;
   const pastCap = () => clock() + leaseMs > claimedAt + maxLeaseMs;
+  /** A renewal sent at `sentAt` answered: the lease runs on from then, or it was taken over. */
+  const renewed = (sentAt: number, extended: boolean) => {
+    if (extended) heldUntil = Math.max(heldUntil, sentAt + leaseMs);
+    else {
+      clearInterval(timer);
+      onLost();
+    }
+  };
   const timer = setInterval(() => {
     if (stopped || pastCap()) {
       clearInterval(timer);
@@ -326,12 +334,7 @@ function startHeartbeat<T, Tx>(
     const sentAt = clock();
     const beat = lease.extend(owner, leaseMs).then(
       (extended) => {
-        if (stopped) return;
-        if (extended) heldUntil = Math.max(heldUntil, sentAt + leaseMs);
-        else {
-          clearInterval(timer);
-          onLost();
-        }
+        if (!stopped) renewed(sentAt, extended);
       },
       // A missed beat: the next one tries again, and the completion is fenced in any case.
       () => undefined,
@@ -352,11 +355,7 @@ function startHeartbeat<T, Tx>(
       } catch {
         return false; // not lost, but not confirmed either
       }
-      if (extended) heldUntil = Math.max(heldUntil, sentAt + leaseMs);
-      else {
-        clearInterval(timer);
-        onLost();
-      }
+      renewed(sentAt, extended);
       return extended;
     },
     stop() {

@@ -173,6 +173,7 @@ export const MAX_DURATION_MS = 100 * 365.25 * DAY_MS;
 function isDuration(ms: number): boolean {
   return Number.isSafeInteger(ms) && ms > 0 && ms <= MAX_DURATION_MS;
 }
+
 const defaultSerializer = superjsonSerializer();
 
 /**

@@ -17,11 +17,12 @@ export interface DatabaseClock {
   /** Milliseconds from now until `column` (negative once passed, NULL for NULL), as a number. */
   msUntil(column: string): string;
   /**
-   * `column` as a value to select, which every reader turns into the same instant (`toDate`): the
-   * column itself, but on SQLite its epoch milliseconds. Prisma's client reads a SQLite
-   * `YYYY-MM-DD HH:MM:SS` text (a column default's) in the process's time zone, not as UTC.
+   * Timestamp `columns` as a select list, each under its own name, which every reader turns into
+   * the same instant (`toDate`): the columns themselves, but on SQLite their epoch milliseconds.
+   * Prisma's client reads a SQLite `YYYY-MM-DD HH:MM:SS` text (a column default's) in the process's
+   * time zone, not as UTC.
    */
-  read(column: string): string;
+  select(...columns: string[]): string;
 }
 
 /**
@@ -43,7 +44,7 @@ const sqlite: DatabaseClock = {
   passed: (column) => `${sqliteMs(column)} <= ${SQLITE_NOW_MS}`,
   ahead: (column) => `${sqliteMs(column)} > ${SQLITE_NOW_MS}`,
   msUntil: (column) => `(${sqliteMs(column)} - ${SQLITE_NOW_MS})`,
-  read: (column) => `ROUND(${sqliteMs(column)})`,
+  select: (...columns) => columns.map((column) => `ROUND(${sqliteMs(column)}) AS ${column}`).join(', '),
 };
 
 // Prisma's `DateTime` columns are `timestamp(3)` without a zone, holding UTC: compare with UTC.
@@ -58,7 +59,7 @@ const postgres: DatabaseClock = {
   passed: (column) => `${column} <= ${POSTGRES_NOW}`,
   ahead: (column) => `${column} > ${POSTGRES_NOW}`,
   msUntil: (column) => `CAST(EXTRACT(EPOCH FROM (${column} - ${POSTGRES_NOW})) * 1000 AS double precision)`,
-  read: (column) => column,
+  select: (...columns) => columns.join(', '),
 };
 
 // DATETIME(3) holds UTC (Prisma writes UTC); UTC_TIMESTAMP does not depend on the session's zone.
@@ -69,7 +70,7 @@ const mysql: DatabaseClock = {
   passed: (column) => `${column} <= ${MYSQL_NOW}`,
   ahead: (column) => `${column} > ${MYSQL_NOW}`,
   msUntil: (column) => `(TIMESTAMPDIFF(MICROSECOND, ${MYSQL_NOW}, ${column}) / 1000)`,
-  read: (column) => column,
+  select: (...columns) => columns.join(', '),
 };
 
 /** The clock of `provider`'s database, as SQL. */

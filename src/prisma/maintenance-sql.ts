@@ -143,7 +143,7 @@ export function statsQuery(provider: Provider, table = RECORDS_TABLE): string {
   const count = (condition: string) => `SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END)`;
   const first = (order: 'ASC' | 'DESC') =>
     provider === 'sqlite'
-      ? `(SELECT ${databaseClock(provider).read('created_at')} FROM ${table} ORDER BY ${inTimeOrder(provider, 'created_at')} ${order} LIMIT 1)`
+      ? `(SELECT ${databaseClock(provider).select('created_at')} FROM ${table} ORDER BY ${inTimeOrder(provider, 'created_at')} ${order} LIMIT 1)`
       : `${order === 'ASC' ? 'MIN' : 'MAX'}(created_at)`;
   return (
     `SELECT COUNT(*) AS total, ${count("status = 'COMPLETED'")} AS completed, ` +
@@ -155,11 +155,9 @@ export function statsQuery(provider: Provider, table = RECORDS_TABLE): string {
 /** At most `limit` stuck records, oldest first. `limit` is written into the SQL (a validated integer). */
 export function stuckQuery(provider: Provider, limit: number, table = RECORDS_TABLE): string {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
-  const times = ['created_at', 'locked_until', 'expires_at'].map(
-    (column) => `${databaseClock(provider).read(column)} AS ${column}`,
-  );
+  const times = databaseClock(provider).select('created_at', 'locked_until', 'expires_at');
   return (
-    `SELECT scope, idempotency_key, operation, ${times.join(', ')} FROM ${table} ` +
+    `SELECT scope, idempotency_key, operation, ${times} FROM ${table} ` +
     `WHERE ${stuck(provider)} ORDER BY ${inTimeOrder(provider, 'created_at')} LIMIT ${limit}`
   );
 }

@@ -78,11 +78,9 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
   const leaseColumns = raw(
     'scope, idempotency_key, operation, fingerprint, status, owner_token, locked_until, created_at, expires_at',
   );
-  const times = ['locked_until', 'created_at', 'completed_at', 'expires_at'].map(
-    (column) => `${clock.read(column)} AS ${column}`,
-  );
+  const times = clock.select('locked_until', 'created_at', 'completed_at', 'expires_at');
   const columns = raw(
-    `scope, idempotency_key, operation, fingerprint, status, result, result_is_error, owner_token, ${times.join(', ')}`,
+    `scope, idempotency_key, operation, fingerprint, status, result, result_is_error, owner_token, ${times}`,
   );
   const find = (scope: string, key: string) =>
     sql`SELECT ${columns}, ${liveFor} FROM ${table} ${where(scope, key)}`;

@@ -55,7 +55,7 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
 
   return {
     list: (scope, key) =>
-      sql`SELECT name, ordinal, fingerprint, result, result_is_error, ${raw(clock.read('created_at'))} AS created_at, ${raw(clock.msUntil('expires_at'))} AS live_for_ms FROM ${steps} WHERE ${where(scope, key)} ORDER BY ordinal`,
+      sql`SELECT name, ordinal, fingerprint, result, result_is_error, ${raw(clock.select('created_at'))}, ${raw(clock.msUntil('expires_at'))} AS live_for_ms FROM ${steps} WHERE ${where(scope, key)} ORDER BY ordinal`,
     save: (s) =>
       sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, ${inMs(s.ttlMs)} FROM ${records} WHERE ${owned(s)}${lock}`,
     clear: (owner) =>
