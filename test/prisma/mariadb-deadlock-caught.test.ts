@@ -11,9 +11,8 @@ import { gate } from '../helpers/gate.js';
 
 // A real InnoDB deadlock in the resolver's own statement: MariaDB rolls back the whole transaction
 // (the claim too) and the session goes on outside it. The resolver catches the error and returns.
-// A duplicate on another server (another client) was waiting on the claim's row: it claims the key,
-// runs and commits. The first call's completion (INSERT … SELECT … ON DUPLICATE KEY UPDATE, on the
-// session now in autocommit) then finds the duplicate's COMPLETED row and overwrites it.
+// Its completion (INSERT … SELECT … ON DUPLICATE KEY UPDATE) must not then commit on its own over
+// the row there now: a duplicate's completed record, or the expired one the claim took over.
 
 const URL = process.env.TEST_MYSQL_URL;
 type Client = SqliteClient;
@@ -24,6 +23,65 @@ interface Context {
   headers: Record<string, string | undefined>;
 }
 const t = initTRPC.context<Context>().create();
+
+/** A call's outcome, either way. */
+const settled = <T>(call: Promise<T>) =>
+  call.then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+
+/**
+ * A deadlock whose victim is a resolver: `victim(tx)` locks row 1 and, once `strike()` is called,
+ * asks for row 2, which a heavier transaction on `x` holds while it asks for row 1. InnoDB rolls
+ * back the lighter one, the resolver's, which catches the error (`caught()`) and goes on.
+ */
+function deadlock(x: Client) {
+  const ready = gate();
+  const goOn = gate();
+  const holds = gate();
+  const go = gate();
+  let caught: unknown;
+  const heavy = x.$transaction(
+    async (tx) => {
+      for (let i = 0; i < 20; i++) {
+        await tx.$executeRawUnsafe(
+          `INSERT INTO deadlock_heavy (v) VALUES ${Array.from({ length: 50 }, () => '(1)').join(',')}`,
+        );
+      }
+      await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
+      holds.open();
+      await go.opened;
+      await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
+    },
+    { timeout: 30_000, maxWait: 10_000 },
+  );
+  return {
+    /** Row 2 is held. */
+    held: holds.opened,
+    /** The victim holds row 1. */
+    ready: ready.opened,
+    caught: () => caught,
+    async victim(tx: Client) {
+      await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
+      ready.open();
+      await goOn.opened;
+      try {
+        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
+      } catch (error) {
+        // e.g. "best effort" bookkeeping: log and go on
+        caught = error;
+      }
+    },
+    /** The victim waits for row 2, then the heavy transaction asks for row 1. */
+    async strike() {
+      goOn.open();
+      await sleep(300);
+      go.open();
+      await heavy;
+    },
+  };
+}
 
 // A deadlock needs a lock wait that InnoDB resolves by rolling back one transaction: the gates
 // order the three transactions, and the short sleeps let each lock wait begin.
@@ -52,9 +110,7 @@ const t = initTRPC.context<Context>().create();
   it('the first call does not answer a result that was rolled back, nor overwrite the duplicate’s stored result', async () => {
     const userId = `u-${Math.random().toString(36).slice(2)}`;
     const key = 'pay-deadlock-1';
-    const resolverReady = gate();
-    const goOn = gate();
-    let caught: unknown;
+    const lock = deadlock(x);
 
     const routerOf = (prisma: Client, who: 'A' | 'B') =>
       t.router({
@@ -71,66 +127,28 @@ const t = initTRPC.context<Context>().create();
             const payment = await ctx.tx.payment.create({
               data: { userId: ctx.userId, amount: new Decimal(input.amount), currency: who },
             });
-            if (who === 'A') {
-              await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
-              resolverReady.open();
-              await goOn.opened;
-              try {
-                await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
-              } catch (error) {
-                // e.g. "best effort" bookkeeping: log and go on
-                caught = error;
-              }
-            } else {
-              await sleep(300);
-            }
+            if (who === 'A') await lock.victim(ctx.tx as unknown as Client);
+            else await sleep(300);
             return { paymentId: payment.id, by: who };
           }),
       });
     const callA = t.createCallerFactory(routerOf(a, 'A'))({ userId, headers: { 'idempotency-key': key } });
     const callB = t.createCallerFactory(routerOf(b, 'B'))({ userId, headers: { 'idempotency-key': key } });
 
-    // X: a heavy transaction holding row 2 (heavier, so InnoDB picks A as the deadlock victim).
-    const xHolds = gate();
-    const xGo = gate();
-    const xDone = x.$transaction(
-      async (tx) => {
-        for (let i = 0; i < 20; i++) {
-          await tx.$executeRawUnsafe(
-            `INSERT INTO deadlock_heavy (v) VALUES ${Array.from({ length: 50 }, () => '(1)').join(',')}`,
-          );
-        }
-        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
-        xHolds.open();
-        await xGo.opened;
-        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
-      },
-      { timeout: 30_000, maxWait: 10_000 },
-    );
-    await xHolds.opened;
-
-    const first = callA.pay({ amount: '5.00' }).then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error }),
-    );
-    await resolverReady.opened;
+    await lock.held;
+    const first = settled(callA.pay({ amount: '5.00' }));
+    await lock.ready;
     // The duplicate from another server: blocks on A's claim row.
-    const second = callB.pay({ amount: '5.00' }).then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error }),
-    );
+    const second = settled(callB.pay({ amount: '5.00' }));
     await sleep(300);
-    goOn.open(); // A now waits for row 2, held by X
-    await sleep(300);
-    xGo.open(); // X asks for row 1: deadlock, A is the victim
-    await xDone;
+    await lock.strike(); // A is the victim
 
     const [ra, rb] = await Promise.all([first, second]);
     const payments = await x.payment.findMany({ where: { userId } });
     // A retry with the key replays the stored record
     const retry = await callA.pay({ amount: '5.00' });
 
-    expect(String((caught as Error)?.message)).toMatch(/Deadlock/i);
+    expect(String((lock.caught() as Error)?.message)).toMatch(/Deadlock/i);
     expect(payments).toHaveLength(1); // A's payment rolled back with the deadlock
     expect(rb).toMatchObject({ ok: true, value: { by: 'B' } });
     // Every successful answer must be the stored one, and name a payment that exists.
@@ -143,10 +161,7 @@ const t = initTRPC.context<Context>().create();
   it('key reused after its record expired (takeover), deadlock caught: no duplicate needed', async () => {
     const userId = `u-${Math.random().toString(36).slice(2)}`;
     const key = 'pay-expired-1';
-    let deadlock = false;
-    const resolverReady = gate();
-    const goOn = gate();
-    let caught: unknown;
+    let lock: ReturnType<typeof deadlock> | undefined;
     const router = t.router({
       pay: t.procedure
         .input(z.object({ amount: z.string() }))
@@ -155,16 +170,7 @@ const t = initTRPC.context<Context>().create();
           const payment = await ctx.tx.payment.create({
             data: { userId: ctx.userId, amount: new Decimal(input.amount), currency: 'EUR' },
           });
-          if (deadlock) {
-            await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
-            resolverReady.open();
-            await goOn.opened;
-            try {
-              await ctx.tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
-            } catch (error) {
-              caught = error;
-            }
-          }
+          await lock?.victim(ctx.tx as unknown as Client);
           return { paymentId: payment.id, amount: input.amount };
         }),
     });
@@ -175,41 +181,17 @@ const t = initTRPC.context<Context>().create();
       'UPDATE idempotency_records SET expires_at = UTC_TIMESTAMP(3) - INTERVAL 1 HOUR WHERE scope = ?',
       userId,
     );
-    deadlock = true;
-    const xHolds = gate();
-    const xGo = gate();
-    const xDone = x.$transaction(
-      async (tx) => {
-        for (let i = 0; i < 20; i++) {
-          await tx.$executeRawUnsafe(
-            `INSERT INTO deadlock_heavy (v) VALUES ${Array.from({ length: 50 }, () => '(1)').join(',')}`,
-          );
-        }
-        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 2');
-        xHolds.open();
-        await xGo.opened;
-        await tx.$executeRawUnsafe('UPDATE deadlock_locks SET v = v + 1 WHERE id = 1');
-      },
-      { timeout: 30_000, maxWait: 10_000 },
-    );
-    await xHolds.opened;
-    const fresh = caller.pay({ amount: '5.00' }).then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error }),
-    );
-    await resolverReady.opened;
-    goOn.open();
-    await sleep(300);
-    xGo.open();
-    await xDone;
+    const struck = deadlock(x);
+    lock = struck;
+    await struck.held;
+    const fresh = settled(caller.pay({ amount: '5.00' }));
+    await struck.ready;
+    await struck.strike();
     const r = await fresh;
-    deadlock = false;
+    lock = undefined;
     const payments = await x.payment.findMany({ where: { userId } });
-    const retry = await caller.pay({ amount: '5.00' }).then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error: (error as Error).message }),
-    );
-    expect(String((caught as Error)?.message)).toMatch(/Deadlock/i);
+    const retry = await settled(caller.pay({ amount: '5.00' }));
+    expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
     if (r.ok) expect(payments.map((p) => p.id)).toContain(r.value.paymentId);
     expect(retry).toEqual(r.ok ? { ok: true, value: r.value } : expect.anything());
   });
