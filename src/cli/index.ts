@@ -268,6 +268,13 @@ async function withDatabase(
   { createSqliteFile = false } = {},
 ): Promise<void> {
   const url = options.databaseUrl;
+  // The mariadb driver's pool rejects a promise nobody holds for each connection whose `initSql`
+  // the server refuses, and goes on retrying until its acquire timeout: Node would print the whole
+  // stack. A driver's error that reaches none of our promises ends the command, in one line.
+  process.on('unhandledRejection', (error) => {
+    process.stderr.write(`idempotent-mutations: ${describe(error, url, options.table)}\n`);
+    process.exit(1);
+  });
   try {
     if (!url) throw new Error('no database URL: pass --database-url or set DATABASE_URL');
     const provider = providerOfUrl(url);
