@@ -170,7 +170,7 @@ const DAY_MS = 86_400_000;
 export const MAX_DURATION_MS = 100 * 365.25 * DAY_MS;
 
 /** `ms` is a whole number of milliseconds from 1 to `MAX_DURATION_MS`. */
-function isDuration(ms: number): boolean {
+export function isDuration(ms: number): boolean {
   return Number.isSafeInteger(ms) && ms > 0 && ms <= MAX_DURATION_MS;
 }
 

@@ -6,6 +6,7 @@ import {
   isIntrospectionType,
   isObjectType,
 } from 'graphql';
+import { isDuration, MAX_DURATION_MS } from '../core/run-idempotent.js';
 
 /**
  * The SDL of the `@idempotent` directive and its `IdempotencyMode` enum; add it to your type
@@ -14,7 +15,9 @@ import {
  *
  * - `required`: a call without a key is rejected with `IDEMPOTENCY_KEY_MISSING` (else it runs
  *   normally, without a record).
- * - `ttlMs`: how long this field's results are replayed, overriding the plugin's `ttlMs`.
+ * - `ttlMs`: how long this field's results are replayed, overriding the plugin's `ttlMs`. Like
+ *   `leaseMs`, a whole number of milliseconds up to a hundred years: a `Float`, as GraphQL's `Int`
+ *   ends at about 24.8 days.
  * - `mode`: `TRANSACTIONAL` or `LEASE`, overriding the plugin's `mode`. Under `LEASE` the
  *   resolver's `context.tx` is the store's plain client, not a transaction: its writes commit on
  *   their own, and a duplicate during the lease waits for the result (then 409, after `waitTimeoutMs`).
@@ -38,9 +41,9 @@ export const idempotentDirectiveTypeDefs = /* GraphQL */ `
   """
   directive @idempotent(
     required: Boolean = true
-    ttlMs: Int
+    ttlMs: Float
     mode: IdempotencyMode
-    leaseMs: Int
+    leaseMs: Float
   ) on FIELD_DEFINITION
 `;
 
@@ -124,14 +127,16 @@ export function idempotentFieldsOf(
   return fields;
 }
 
+const DURATION = `must be an integer from 1 to ${MAX_DURATION_MS} (a hundred years)`;
+
 /** What is wrong with a field's `@idempotent` arguments, if anything. */
 function problemOf(field: IdempotentField, mode: unknown): string | undefined {
-  if (field.ttlMs !== undefined && field.ttlMs <= 0) return '@idempotent(ttlMs:) must be positive';
+  if (field.ttlMs !== undefined && !isDuration(field.ttlMs)) return `@idempotent(ttlMs:) ${DURATION}`;
   // A schema with an enum of its own (or enum values mapped by resolvers) could pass anything.
   if (mode !== undefined && mode !== null && field.mode === undefined) {
     return `@idempotent(mode:) must be TRANSACTIONAL or LEASE (got ${String(mode)})`;
   }
-  if (field.leaseMs !== undefined && field.leaseMs <= 0) return '@idempotent(leaseMs:) must be positive';
+  if (field.leaseMs !== undefined && !isDuration(field.leaseMs)) return `@idempotent(leaseMs:) ${DURATION}`;
   if (field.leaseMs !== undefined && field.mode === 'transactional') {
     return '@idempotent(leaseMs:) applies only with mode: LEASE';
   }

@@ -38,12 +38,27 @@ describe('useIdempotency at schema build', () => {
     [
       'a ttlMs that is not positive',
       'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(ttlMs: 0) }',
-      'Mutation.pay: @idempotent(ttlMs:) must be positive',
+      'Mutation.pay: @idempotent(ttlMs:) must be an integer from 1 to 3155760000000 (a hundred years)',
+    ],
+    [
+      'a ttlMs that is no whole number of milliseconds',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(ttlMs: 1.5) }',
+      'Mutation.pay: @idempotent(ttlMs:) must be an integer from 1 to 3155760000000 (a hundred years)',
+    ],
+    [
+      'a ttlMs past a hundred years',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(ttlMs: 3155760000001) }',
+      'Mutation.pay: @idempotent(ttlMs:) must be an integer from 1 to 3155760000000 (a hundred years)',
     ],
     [
       'a leaseMs that is not positive',
       'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: LEASE, leaseMs: 0) }',
-      'Mutation.pay: @idempotent(leaseMs:) must be positive',
+      'Mutation.pay: @idempotent(leaseMs:) must be an integer from 1 to 3155760000000 (a hundred years)',
+    ],
+    [
+      'a leaseMs past a hundred years',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: LEASE, leaseMs: 1e13) }',
+      'Mutation.pay: @idempotent(leaseMs:) must be an integer from 1 to 3155760000000 (a hundred years)',
     ],
     [
       'a leaseMs with mode: TRANSACTIONAL',

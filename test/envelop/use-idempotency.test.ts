@@ -24,6 +24,8 @@ const typeDefs = /* GraphQL */ `
     failingOrder(sku: String!, idempotencyKey: String): Order
     declinedOrder(sku: String!, idempotencyKey: String): Order @idempotent
     draftOrder(sku: String!, idempotencyKey: String): Order @idempotent(required: false, ttlMs: 60000)
+    # Thirty days: past GraphQL's Int (about 24.8 days).
+    monthlyDraft(sku: String!, idempotencyKey: String): Order @idempotent(ttlMs: 2592000000)
     failingDraft(sku: String!, idempotencyKey: String): Order @idempotent(required: false)
     plainOrder(sku: String!): Order!
     contextHasTx: Boolean!
@@ -53,6 +55,7 @@ function createServer(prisma: Client) {
           await order(tx, userId, sku);
           throw new GraphQLError('Card declined', { extensions: { code: 'CARD_DECLINED' } });
         },
+        monthlyDraft: (_: unknown, { sku }: Args, { tx, userId }: Context) => order(tx, userId, sku),
         // Through context.tx alone, keyed or not.
         draftOrder: (_: unknown, { sku }: Args, { tx, userId }: Context) =>
           tx!.order.create({ data: { userId, sku, quantity: 1, total: new Prisma.Decimal(1) } }),
@@ -177,6 +180,19 @@ describeEachDatabase('useIdempotency with yoga.fetch', (db) => {
 
     expect(ttl).toBeGreaterThanOrEqual(60_000);
     expect(ttl).toBeLessThan(70_000);
+  });
+
+  it('keeps a ttlMs past the 24.8 days of GraphQL’s Int', async () => {
+    const userId = uniqueScope();
+    const response = await send({
+      query: 'mutation { monthlyDraft(sku: "A", idempotencyKey: "m") { id } }',
+      userId,
+    });
+    const { firstSeenAt, expiresAt } = idempotencyOf(response, 'monthlyDraft')!;
+    const ttl = Date.parse(expiresAt) - Date.parse(firstSeenAt);
+
+    expect(ttl).toBeGreaterThanOrEqual(30 * 86_400_000);
+    expect(ttl).toBeLessThan(30 * 86_400_000 + 10_000);
   });
 
   it('gives the resolver a context of its own: the shared context never holds the transaction', async () => {
