@@ -491,6 +491,30 @@ describe('idempotentFetch and answers lost on the way', () => {
     expect(sends[1]!.get('idempotency-key')).toBe(sends[0]!.get('idempotency-key'));
   });
 
+  it('retries a proxy’s 503 page (no GraphQL response) with the same key, and returns its 502 at once', async () => {
+    const answers = [
+      new Response('<html>503 Service Unavailable</html>', {
+        status: 503,
+        headers: { 'content-type': 'text/html' },
+      }),
+      new Response('{"data":{"pay":1}}', { status: 200 }),
+    ];
+    const sends: Headers[] = [];
+    const fetch: FetchFunction = async (_input, init) => {
+      sends.push(new Headers(init?.headers));
+      return answers.shift() ?? new Response('<html>502 Bad Gateway</html>', { status: 502 });
+    };
+    const call = idempotentFetch(fetch, { retry: fast });
+    const response = await call('http://x/graphql', { method: 'POST', body: mutation });
+    expect(await response.json()).toEqual({ data: { pay: 1 } });
+    expect(sends).toHaveLength(2);
+    expect(sends[1]!.get('idempotency-key')).toBe(sends[0]!.get('idempotency-key'));
+
+    // A 502 may come after the server ran the call: another status, not retried.
+    expect((await call('http://x/graphql', { method: 'POST', body: mutation })).status).toBe(502);
+    expect(sends).toHaveLength(3);
+  });
+
   it('does not retry an abort from inside fetch, nor one of the call’s own signal timing out', async () => {
     const aborted = failingFetch(1, () => new DOMException('aborted', 'AbortError'));
     const abort = idempotentFetch(aborted.fetch, { retry: fast })('http://x/graphql', {
