@@ -364,8 +364,11 @@ export function prismaStore<Client extends PrismaClientLike>(
         const completed = completedTimes(own, statements.complete(completion), scope, key).then(
           (times) => times ?? Promise.reject(claimNotFound()),
           (error: unknown) => {
+            const code = databaseCodeIn(error);
             // PostgreSQL's statement fails when it finds no claim (see `recordStatements`).
-            throw databaseCodeIn(error) === DIVISION_BY_ZERO ? claimNotFound(error) : error;
+            if (code === DIVISION_BY_ZERO) throw claimNotFound(error);
+            if (code === IN_FAILED_TRANSACTION) throw abortedBeforeCompletion(error);
+            throw error;
           },
         );
         withCommit?.(completed);
@@ -418,6 +421,21 @@ const DIVISION_BY_ZERO = '22012';
 
 function claimNotFound(cause?: unknown): Error {
   return new Error('The idempotency claim was not found to store its result', { cause });
+}
+
+/** PostgreSQL's `in_failed_sql_transaction`: a statement before this one failed. */
+const IN_FAILED_TRANSACTION = '25P02';
+
+/**
+ * The completion of a transaction PostgreSQL had aborted: a statement of the resolver's failed, and
+ * the resolver caught its error and returned (a unique violation caught to answer "already there").
+ * Its commit rolls back.
+ */
+function abortedBeforeCompletion(cause: unknown): Error {
+  return new Error(
+    "The result cannot be stored: PostgreSQL had aborted the transaction after a statement of the resolver's failed and the resolver caught its error and went on. Nothing was committed. Let that error through, or send a statement that does not fail on the conflict (createMany with skipDuplicates, INSERT … ON CONFLICT DO NOTHING)",
+    { cause },
+  );
 }
 
 /**

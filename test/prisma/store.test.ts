@@ -139,7 +139,13 @@ describeEachDatabase('prismaStore', (db) => {
           return 'ok';
         },
       );
-      await expect(run).rejects.toThrow(/current transaction is aborted/);
+      const error = await run.catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        message: expect.stringMatching(
+          /^The result cannot be stored: PostgreSQL had aborted the transaction after a statement of the resolver's failed and the resolver caught its error/,
+        ),
+        cause: expect.objectContaining({ message: expect.stringMatching(/current transaction is aborted/) }),
+      });
       expect(await paymentsOf(scope)).toBe(0);
       expect(await recordOf(scope, 'k')).toBeNull();
     });
