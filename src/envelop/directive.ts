@@ -47,16 +47,23 @@ export const idempotentDirectiveTypeDefs = /* GraphQL */ `
   ) on FIELD_DEFINITION
 `;
 
-/** How one root mutation field is made idempotent. */
+/**
+ * How one root mutation field is made idempotent: the arguments of its `@idempotent`, or, in a
+ * schema built in code (graphql-js, Pothos), the field's `extensions.idempotent`, which
+ * takes these members (or `true`, as a bare `@idempotent`).
+ */
 export interface IdempotentField {
-  /** From `@idempotent(required:)`; `undefined` when the field only has the key argument. */
-  required?: boolean;
-  /** From `@idempotent(ttlMs:)`. */
-  ttlMs?: number;
-  /** From `@idempotent(mode:)`. */
-  mode?: 'transactional' | 'lease';
-  /** From `@idempotent(leaseMs:)`. */
-  leaseMs?: number;
+  /**
+   * A call without a key is rejected with `IDEMPOTENCY_KEY_MISSING`. `true` when declared and not
+   * given; `undefined` when the field only has the key argument (a keyless call runs unrecorded).
+   */
+  required?: boolean | undefined;
+  /** How long this field's results are replayed, overriding the plugin's `ttlMs`. */
+  ttlMs?: number | undefined;
+  /** Overrides the plugin's `mode`. */
+  mode?: 'transactional' | 'lease' | undefined;
+  /** How long the lease is held (`mode: 'lease'` only), overriding the plugin's `leaseMs`. */
+  leaseMs?: number | undefined;
 }
 
 /** The `IdempotencyMode` enum's values, as `runIdempotent` names the modes. */
@@ -65,10 +72,33 @@ const modes = new Map<unknown, IdempotentField['mode']>([
   ['LEASE', 'lease'],
 ]);
 
+/** How a declaration names its arguments in an error: the directive's or the extension's. */
+interface Declaration {
+  name: string;
+  argument(name: string): string;
+  modes: string;
+  lease: string;
+}
+
+const byDirective: Declaration = {
+  name: '@idempotent',
+  argument: (name) => `@idempotent(${name}:)`,
+  modes: 'TRANSACTIONAL or LEASE',
+  lease: 'mode: LEASE',
+};
+
+const byExtension: Declaration = {
+  name: 'extensions.idempotent',
+  argument: (name) => `extensions.idempotent.${name}`,
+  modes: "'transactional' or 'lease'",
+  lease: "mode: 'lease'",
+};
+
 /**
- * The root mutation fields that are idempotent: those with the key argument or `@idempotent`.
- * Throws one error naming every misdeclared field: `@idempotent` without the key argument, a key
- * argument that is not a `String`, or `@idempotent` outside the mutation root.
+ * The root mutation fields that are idempotent: those with the key argument, `@idempotent` or
+ * `extensions.idempotent`. Throws one error naming every misdeclared field: a declaration without
+ * the key argument, a key argument that is not a `String`, a declaration outside the mutation root
+ * or with arguments out of range.
  */
 export function idempotentFieldsOf(
   schema: GraphQLSchema,
@@ -84,14 +114,23 @@ export function idempotentFieldsOf(
     for (const field of Object.values(type.getFields())) {
       const coordinate = `${type.name}.${field.name}`;
       const marked = field.astNode?.directives?.some((d) => d.name.value === 'idempotent') ?? false;
+      const extension = field.extensions?.idempotent;
+      const declaration = marked ? byDirective : extension !== undefined ? byExtension : undefined;
+      if (marked && extension !== undefined) {
+        problems.push(`${coordinate}: declared by both @idempotent and extensions.idempotent; keep one`);
+        continue;
+      }
       if (type !== mutationType) {
-        if (marked)
-          problems.push(`${coordinate}: @idempotent applies only to fields of the mutation root type`);
+        if (declaration)
+          problems.push(
+            `${coordinate}: ${declaration.name} applies only to fields of the mutation root type`,
+          );
         continue;
       }
       const keyArgument = field.args.find((arg) => arg.name === argumentName);
       if (!keyArgument) {
-        if (marked) problems.push(`${coordinate}: @idempotent needs an argument "${argumentName}: String"`);
+        if (declaration)
+          problems.push(`${coordinate}: ${declaration.name} needs an argument "${argumentName}: String"`);
         continue;
       }
       const keyType = getNullableType(keyArgument.type);
@@ -106,15 +145,15 @@ export function idempotentFieldsOf(
         problems.push(`${coordinate}: the "${argumentName}" argument must have no default value`);
         continue;
       }
-      const values = marked && directive && field.astNode ? getDirectiveValues(directive, field.astNode) : {};
-      const declared: IdempotentField = {
-        required: typeof values?.required === 'boolean' ? values.required : undefined,
-        ttlMs: typeof values?.ttlMs === 'number' ? values.ttlMs : undefined,
-        mode: modes.get(values?.mode),
-        leaseMs: typeof values?.leaseMs === 'number' ? values.leaseMs : undefined,
-      };
-      const problem = problemOf(declared, values?.mode);
-      if (problem) {
+      const declared =
+        declaration === byExtension
+          ? fromExtension(extension)
+          : marked && directive && field.astNode
+            ? fromDirective(getDirectiveValues(directive, field.astNode))
+            : {};
+      const problem =
+        typeof declared === 'string' ? declared : problemOf(declared, declaration ?? byDirective);
+      if (problem !== undefined || typeof declared === 'string') {
         problems.push(`${coordinate}: ${problem}`);
         continue;
       }
@@ -129,16 +168,54 @@ export function idempotentFieldsOf(
 
 const DURATION = `must be an integer from 1 to ${MAX_DURATION_MS} (a hundred years)`;
 
-/** What is wrong with a field's `@idempotent` arguments, if anything. */
-function problemOf(field: IdempotentField, mode: unknown): string | undefined {
-  if (field.ttlMs !== undefined && !isDuration(field.ttlMs)) return `@idempotent(ttlMs:) ${DURATION}`;
-  // A schema with an enum of its own (or enum values mapped by resolvers) could pass anything.
-  if (mode !== undefined && mode !== null && field.mode === undefined) {
-    return `@idempotent(mode:) must be TRANSACTIONAL or LEASE (got ${String(mode)})`;
+/** A field's `@idempotent` arguments, or what is wrong with them. */
+function fromDirective(values: Record<string, unknown> | undefined): IdempotentField | string {
+  const mode = modes.get(values?.mode);
+  if (values?.mode != null && mode === undefined) {
+    // A schema with an enum of its own (or enum values mapped by resolvers) could pass anything.
+    return `@idempotent(mode:) must be ${byDirective.modes} (got ${String(values.mode)})`;
   }
-  if (field.leaseMs !== undefined && !isDuration(field.leaseMs)) return `@idempotent(leaseMs:) ${DURATION}`;
+  return {
+    required: typeof values?.required === 'boolean' ? values.required : undefined,
+    ttlMs: typeof values?.ttlMs === 'number' ? values.ttlMs : undefined,
+    mode,
+    leaseMs: typeof values?.leaseMs === 'number' ? values.leaseMs : undefined,
+  };
+}
+
+const EXTENSION_MEMBERS = new Set(['required', 'ttlMs', 'mode', 'leaseMs']);
+
+/** A field's `extensions.idempotent` (`true` or an `IdempotentField`), or what is wrong with it. */
+function fromExtension(value: unknown): IdempotentField | string {
+  if (value === true) return { required: true };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return `extensions.idempotent must be true or an object of required, ttlMs, mode and leaseMs (got ${JSON.stringify(value) ?? String(value)})`;
+  }
+  const given = value as Record<string, unknown>;
+  const unknown = Object.keys(given).filter((name) => !EXTENSION_MEMBERS.has(name));
+  if (unknown.length > 0) {
+    return `extensions.idempotent has no ${unknown.join(', ')} (it takes required, ttlMs, mode and leaseMs)`;
+  }
+  const { required = true, ttlMs, mode, leaseMs } = given;
+  if (typeof required !== 'boolean') return 'extensions.idempotent.required must be a boolean';
+  if (mode !== undefined && mode !== 'transactional' && mode !== 'lease') {
+    return `extensions.idempotent.mode must be ${byExtension.modes} (got ${String(mode)})`;
+  }
+  for (const [name, ms] of [
+    ['ttlMs', ttlMs],
+    ['leaseMs', leaseMs],
+  ] as const) {
+    if (ms !== undefined && typeof ms !== 'number') return `extensions.idempotent.${name} ${DURATION}`;
+  }
+  return { required, ttlMs: ttlMs as number | undefined, mode, leaseMs: leaseMs as number | undefined };
+}
+
+/** What is wrong with a field's declared arguments, if anything. */
+function problemOf(field: IdempotentField, { argument, lease }: Declaration): string | undefined {
+  if (field.ttlMs !== undefined && !isDuration(field.ttlMs)) return `${argument('ttlMs')} ${DURATION}`;
+  if (field.leaseMs !== undefined && !isDuration(field.leaseMs)) return `${argument('leaseMs')} ${DURATION}`;
   if (field.leaseMs !== undefined && field.mode === 'transactional') {
-    return '@idempotent(leaseMs:) applies only with mode: LEASE';
+    return `${argument('leaseMs')} applies only with ${lease}`;
   }
   return undefined;
 }

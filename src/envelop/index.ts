@@ -1,5 +1,5 @@
 /** idempotent-mutations/envelop: the Envelop plugin (GraphQL Yoga and any Envelop-based server). */
-export { idempotentDirectiveTypeDefs } from './directive.js';
+export { type IdempotentField, idempotentDirectiveTypeDefs } from './directive.js';
 export { graphqlErrorCodec } from './graphql-error.js';
 export {
   type IdempotencyExtension,
