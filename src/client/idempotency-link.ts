@@ -20,7 +20,9 @@ export interface IdempotencyLinkOptions {
    * `inputField` of a plain-object input, or as the whole input `{ idempotencyKey }` of a mutation
    * without one, so the key reaches the server whatever the terminating link: `httpBatchLink`, whose
    * calls share one set of headers, or an `httpLink` without `headers: idempotencyHeaders`. An input
-   * schema that refuses unknown fields (`.strict()`) must then declare the field. `'header'`: only in
+   * schema that refuses unknown fields (`.strict()`) must then declare the field, and so must an
+   * optional or void input called without one (`z.object({ idempotencyKey: z.string() }).optional()`);
+   * the link's error says so when the server refuses that input. `'header'`: only in
    * the context, for a terminating link that sends it. A mutation whose input is neither a plain
    * object nor absent has only the header, whatever this option. A mutation the server answers with
    * `IDEMPOTENCY_KEY_MISSING` although no `idempotencyHeaders` wrote its key fails with an error
@@ -86,6 +88,11 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
       if (op.type !== 'mutation') return next(op);
       const input = isPlainObject(op.input) ? op.input : undefined;
       const given = op.context.idempotencyKey ?? input?.[inputField];
+      // A key of another type would be replaced by a new one on every call (each a new logical
+      // mutation, run again), where the server refuses it; refused here, before anything is sent.
+      if (given !== undefined && given !== null && typeof given !== 'string') {
+        return observable((observer) => observer.error(nonStringKeyError(given, inputField)));
+      }
       const known = calls.get(op.id);
       const key = typeof given === 'string' ? given : (known?.key ?? generateKey());
       const sent = { key, sends: known?.sends ?? 0, inFlight: known?.inFlight ?? 0 };
@@ -138,6 +145,8 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
               if (delay !== undefined) timer = setTimeout(attempt, delay);
               else if (!keySent && isMissingKey(error))
                 observer.error(unsentKeyError(key, header, op, error));
+              else if (inInput && op.input === undefined && isBadRequest(error))
+                observer.error(refusedKeyInputError(inputField, header, error));
               else observer.error(error);
             },
           });
@@ -236,6 +245,35 @@ function isMissingKey(error: TRPCClientError<AnyTRPCRouter>): boolean {
   const data = error.data as { idempotencyCode?: unknown; httpStatus?: unknown } | null | undefined;
   if (data?.idempotencyCode !== undefined) return data.idempotencyCode === 'IDEMPOTENCY_KEY_MISSING';
   return data?.httpStatus === 400 && /requires an idempotency key/.test(error.message);
+}
+
+/** A refusal of the call as sent (`BAD_REQUEST`) that is not one of the idempotency layer's codes. */
+function isBadRequest(error: TRPCClientError<AnyTRPCRouter>): boolean {
+  const data = error.data as { code?: unknown; idempotencyCode?: unknown } | null | undefined;
+  return data?.code === 'BAD_REQUEST' && (data.idempotencyCode ?? null) === null;
+}
+
+/**
+ * A mutation called without an input went out with `{ idempotencyKey }` as its whole input, and the
+ * server refused the call: most likely an input schema that takes no such object (`.optional()` of
+ * an object with required fields, `z.void()`). The server's error is the cause, its message kept.
+ */
+function refusedKeyInputError(
+  inputField: string,
+  header: string,
+  error: TRPCClientError<AnyTRPCRouter>,
+): TRPCClientError<AnyTRPCRouter> {
+  return new TRPCClientError(
+    `idempotencyLink sent this mutation, called without an input, with the input { ${inputField} } to carry its key, and the server refused the call. If the procedure's input is optional or void, let it take that field (z.object({ ${inputField}: z.string() }).optional()), or send the key as the ${header} header instead (sendKeyIn: 'header', with httpLink({ headers: idempotencyHeaders })). The server answered: ${error.message}`,
+    { cause: error, meta: error.meta, result: error.shape ? { error: error.shape } : undefined },
+  );
+}
+
+/** A caller's key that is not a string: the server would refuse it (`IDEMPOTENCY_KEY_INVALID`). */
+function nonStringKeyError(given: unknown, inputField: string): TRPCClientError<AnyTRPCRouter> {
+  return new TRPCClientError(
+    `idempotencyLink: an idempotency key must be a string, and this mutation's (its context's idempotencyKey or its input's ${inputField}) is ${typeof given === 'object' ? 'an object' : `the ${typeof given} ${String(given)}`}; nothing was sent`,
+  );
 }
 
 /**

@@ -6,7 +6,7 @@ import {
   TRPCClientError,
   type TRPCLink,
 } from '@trpc/client';
-import { initTRPC } from '@trpc/server';
+import { type AnyTRPCRouter, initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { observable } from '@trpc/server/observable';
 import superjson from 'superjson';
@@ -415,6 +415,74 @@ it('says how to send the key of a string input the server refused without one, k
   expect(cause?.message).toMatch(/^"archive" requires an idempotency key/);
   expect(server.counts.runs).toBe(0);
 });
+
+/** A server of one mutation whose input is `input` (behind `idempotency()`), over `fetch`. */
+function noteServer(input: z.ZodType) {
+  const counts = { runs: 0 };
+  const t = initTRPC.context<{ userId: string }>().create();
+  const router = t.router({
+    note: t.procedure
+      .input(input)
+      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId }))
+      .mutation(() => ++counts.runs),
+  });
+  const fetch = (url: RequestInfo | URL, init?: RequestInit) =>
+    fetchRequestHandler({
+      endpoint: '/trpc',
+      req: new Request(url, init),
+      router,
+      createContext: () => ({ userId: 'alice' }),
+    });
+  const client = createTRPCClient<typeof router>({
+    links: [idempotencyLink(), httpBatchLink({ url: 'http://server/trpc', fetch })],
+  });
+  return { client, counts };
+}
+
+it.each([
+  ['an optional object input', z.object({ text: z.string() }).optional()],
+  ['a void input', z.void()],
+])(
+  'says how to key a mutation of %s called without one, which refused { idempotencyKey }',
+  async (_, input) => {
+    const { client, counts } = noteServer(input);
+    const error = await client.note.mutate(undefined).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TRPCClientError);
+    const { message, cause } = error as TRPCClientError<AnyTRPCRouter>;
+    expect(message).toMatch(
+      /^idempotencyLink sent this mutation, called without an input, with the input \{ idempotencyKey \} to carry its key, and the server refused the call/,
+    );
+    expect(message).toContain('z.object({ idempotencyKey: z.string() }).optional()');
+    expect(message).toContain("sendKeyIn: 'header'");
+    expect((cause as TRPCClientError<AnyTRPCRouter>).data?.code).toBe('BAD_REQUEST');
+    expect(counts.runs).toBe(0);
+  },
+);
+
+it('keys a mutation called without its optional input when the input takes the key field', async () => {
+  const { client, counts } = noteServer(z.object({ idempotencyKey: z.string() }).optional());
+  await expect(client.note.mutate(undefined)).resolves.toBe(1);
+  expect(counts.runs).toBe(1);
+});
+
+it.each([
+  ['in the input', { idempotencyKey: 42 }, {}],
+  ['in the context', {}, { idempotencyKey: 42 }],
+])(
+  'refuses a key %s that is not a string, sending nothing, where it made a new key each call',
+  async (_, input, context) => {
+    const { client, counts } = noteServer(z.object({ idempotencyKey: z.unknown() }).partial());
+    for (let call = 0; call < 2; call++) {
+      const error = await client.note.mutate(input, { context }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(TRPCClientError);
+      expect((error as Error).message).toBe(
+        "idempotencyLink: an idempotency key must be a string, and this mutation's (its context's idempotencyKey or its input's idempotencyKey) is the number 42; nothing was sent",
+      );
+    }
+    expect(counts.runs).toBe(0);
+  },
+);
 
 it('gives the calls of two clients built with one idempotencyLink keys of their own', async () => {
   const t = initTRPC.create();
