@@ -347,6 +347,17 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
   });
 });
 
+/** `fetch` answered by `router`, its context Alice's. */
+function fetchOf(router: AnyTRPCRouter) {
+  return (url: RequestInfo | URL, init?: RequestInit) =>
+    fetchRequestHandler({
+      endpoint: '/trpc',
+      req: new Request(url, init),
+      router,
+      createContext: () => ({ userId: 'alice' }),
+    });
+}
+
 /** A server whose `archive` mutation takes a string input, which cannot carry a key, over `fetch`. */
 function archiveServer(required: boolean) {
   const counts = { runs: 0 };
@@ -360,13 +371,7 @@ function archiveServer(required: boolean) {
         return { archived: input };
       }),
   });
-  const fetch = (url: RequestInfo | URL, init?: RequestInit) =>
-    fetchRequestHandler({
-      endpoint: '/trpc',
-      req: new Request(url, init),
-      router,
-      createContext: () => ({ userId: 'alice' }),
-    });
+  const fetch = fetchOf(router);
   return { router, fetch, counts };
 }
 
@@ -426,13 +431,7 @@ function noteServer(input: z.ZodType) {
       .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId }))
       .mutation(() => ++counts.runs),
   });
-  const fetch = (url: RequestInfo | URL, init?: RequestInit) =>
-    fetchRequestHandler({
-      endpoint: '/trpc',
-      req: new Request(url, init),
-      router,
-      createContext: () => ({ userId: 'alice' }),
-    });
+  const fetch = fetchOf(router);
   const client = createTRPCClient<typeof router>({
     links: [idempotencyLink(), httpBatchLink({ url: 'http://server/trpc', fetch })],
   });
