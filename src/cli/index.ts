@@ -12,6 +12,7 @@ import { adapterForUrl, providerOfUrl, redact, sqliteFileOfUrl } from '../prisma
 import { queryableOf, type SqlDriverAdapterLike } from '../prisma/adapter-queryable.js';
 import type { PrismaQueryable, Provider } from '../prisma/client.js';
 import { isConnectionError } from '../prisma/database-errors.js';
+import { MAX_BATCH_SIZE } from '../prisma/maintenance-sql.js';
 import {
   applyMigrations,
   inNameOrder,
@@ -121,8 +122,8 @@ withDatabaseOptions(
     .command('sweep')
     .description('Delete expired records, in batches (a lease still running is never deleted).')
     .addOption(
-      new Option('--batch-size <n>', 'records deleted per statement')
-        .argParser(positiveInteger)
+      new Option('--batch-size <n>', `records deleted per statement, at most ${MAX_BATCH_SIZE}`)
+        .argParser((text) => positiveInteger(text, MAX_BATCH_SIZE))
         .default(1_000),
     )
     .addOption(
@@ -417,10 +418,15 @@ function count(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-function positiveInteger(text: string): number {
+function positiveInteger(text: string, max = Number.MAX_SAFE_INTEGER): number {
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1)
-    throw new InvalidArgumentError('expected a positive integer');
+  if (!Number.isSafeInteger(value) || value < 1 || value > max) {
+    throw new InvalidArgumentError(
+      max === Number.MAX_SAFE_INTEGER
+        ? 'expected a positive integer'
+        : `expected an integer from 1 to ${max}`,
+    );
+  }
   return value;
 }
 

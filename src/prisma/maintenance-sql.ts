@@ -92,10 +92,16 @@ export function noLockWait(statement: string): string {
   return `SET STATEMENT innodb_lock_wait_timeout = 0 FOR ${statement}`;
 }
 
+/**
+ * The largest `batchSize`. On MariaDB a batch that meets a row another transaction holds is
+ * deleted by its keys, each bound as parameters (three per step): a statement takes at most 65,535.
+ */
+export const MAX_BATCH_SIZE = 10_000;
+
 /** `batchSize`, checked before it is written into SQL. */
 export function batchLimit(batchSize: number): number {
-  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
-    throw new RangeError('batchSize must be a positive integer');
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
+    throw new RangeError(`batchSize must be an integer from 1 to ${MAX_BATCH_SIZE}`);
   }
   return batchSize;
 }

@@ -724,10 +724,13 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expectOneLineError(await cli(['migrate', '--database-url', url]), message);
   });
 
-  it('rejects a batch size that is not a positive integer', async () => {
+  it('rejects a batch size that is not a positive integer, or is over 10,000', async () => {
     const outcome = await cli(['sweep', '--batch-size', '0', '--database-url', 'file:.tmp/x.db']);
     expect(outcome.code).not.toBe(0);
     expect(outcome.stderr).toContain("argument '0' is invalid");
+    const over = await cli(['sweep', '--batch-size', '10001', '--database-url', 'file:.tmp/x.db']);
+    expect(over.code).not.toBe(0);
+    expect(over.stderr).toContain("argument '10001' is invalid. expected an integer from 1 to 10000");
   });
 
   it.each([[[]], [['migrate']], [['sweep']], [['stats']], [['stuck']]])(

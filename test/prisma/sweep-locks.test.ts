@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prismaStore, sweepExpired } from '../../src/prisma/index.js';
-import { sweepBatchDelete } from '../../src/prisma/maintenance-sql.js';
+import { MAX_BATCH_SIZE, sweepBatchDelete } from '../../src/prisma/maintenance-sql.js';
 import { stepSweepBatchDelete } from '../../src/prisma/step-sql.js';
 import {
   connect,
@@ -247,6 +247,24 @@ describe.skipIf(!mariadb.url)('MariaDB: a sweep deletes the rows it picked by th
         );
         const target = plan.filter((row) => row.table !== 'r');
         expect(target.map((row) => row.possible_keys)).toEqual(['PRIMARY']);
+      }
+    });
+  });
+});
+
+describe.skipIf(!mariadb.url)('MariaDB: the deletes by key of the largest batch', () => {
+  it(`bind ${MAX_BATCH_SIZE} records' and steps' keys within the 65,535 parameters of a statement`, async () => {
+    await onOwnDatabase(mariadb, async (prisma) => {
+      const records = Array.from({ length: MAX_BATCH_SIZE }, (_, i) => ({
+        scope: 's',
+        idempotency_key: `k${i}`,
+      }));
+      const steps = records.map((record) => ({ ...record, name: 'charge' }));
+      for (const { text, values } of [
+        sweepBatchDelete('idempotency_records', records),
+        stepSweepBatchDelete(steps),
+      ]) {
+        await expect(prisma.$executeRawUnsafe(text, ...values)).resolves.toBe(0);
       }
     });
   });

@@ -386,6 +386,7 @@ it.each([
   ['an infinite interval', { intervalMs: Number.POSITIVE_INFINITY }],
   ['a batch size of 0', { batchSize: 0 }],
   ['a fractional batch size', { batchSize: 1.5 }],
+  ['a batch size over 10,000, whose keys MariaDB could not bind', { batchSize: 10_001 }],
   ['maxBatches 0', { maxBatches: 0 }],
 ])('startSweeper refuses %s at once, before any sweep', (_, options) => {
   // No client is reached: the options are refused before anything runs.
