@@ -654,33 +654,71 @@ function rootOf(rootValue: unknown): object {
 /**
  * What graphql-js makes of a resolver's value before it answers, as far as storing it goes: a
  * returned `Error` is the field's error (thrown here, so nothing commits and `replayErrors`
- * judges it), and promises in lists and plain objects are awaited (graphql-js awaits them as it
- * completes the value; stored as they are, they would replay as `{}`). One that rejects fails the
- * field. A value with no promise in it comes back as it is.
+ * judges it), promises in lists and plain objects are awaited (graphql-js awaits them as it
+ * completes the value; stored as they are, they would replay as `{}`), and iterators are read into
+ * lists. A promise that rejects fails the field. A value with neither in it comes back as it is.
  */
 async function settled(value: unknown): Promise<unknown> {
   if (value instanceof Error) throw value;
   return awaitedMembers(value);
 }
 
-async function awaitedMembers(value: unknown, seen = new Set<object>()): Promise<unknown> {
-  if (isThenable(value)) return awaitedMembers(await value, seen);
-  if (!isContainer(value) || seen.has(value) || !holdsPromise(value)) return value;
-  seen.add(value);
-  if (Array.isArray(value)) return Promise.all(value.map((member) => awaitedMembers(member, seen)));
+/** The containers a member is found in, nearest first: what makes a cycle. */
+interface Within {
+  container: object;
+  outer: Within | undefined;
+}
+
+/**
+ * `value` with its promises awaited. A container met more than once (one author under two posts)
+ * is awaited once, and every place that holds it gets the same copy; one within itself (a cycle,
+ * which cannot be stored anyway) is left as it is there.
+ */
+async function awaitedMembers(
+  value: unknown,
+  copies = new Map<object, Promise<unknown>>(),
+  within?: Within,
+): Promise<unknown> {
+  if (isThenable(value)) return awaitedMembers(await value, copies, within);
+  const iterator = isIterator(value);
+  if (!iterator && (!isContainer(value) || isWithin(value, within) || !isUnsettled(value))) return value;
+  let copy = copies.get(value as object);
+  if (copy === undefined) {
+    // An iterator is read once, into the list graphql-js would make of it.
+    copy = iterator
+      ? awaitedMembers(Array.from(value), copies, within)
+      : awaitedCopy(value as object, copies, { container: value as object, outer: within });
+    copies.set(value as object, copy);
+  }
+  return copy;
+}
+
+async function awaitedCopy(
+  value: object,
+  copies: Map<object, Promise<unknown>>,
+  within: Within,
+): Promise<unknown> {
+  if (Array.isArray(value)) return Promise.all(value.map((member) => awaitedMembers(member, copies, within)));
   const entries = await Promise.all(
-    Object.entries(value).map(async ([name, member]) => [name, await awaitedMembers(member, seen)] as const),
+    Object.entries(value).map(
+      async ([name, member]) => [name, await awaitedMembers(member, copies, within)] as const,
+    ),
   );
   const copy = Object.fromEntries(entries);
   return Object.getPrototypeOf(value) === null ? Object.setPrototypeOf(copy, null) : copy;
 }
 
-/** Whether a promise is in `value`, in its lists and plain objects. */
-function holdsPromise(value: unknown, seen = new Set<object>()): boolean {
-  if (isThenable(value)) return true;
+function isWithin(value: object, within: Within | undefined): boolean {
+  for (let at = within; at !== undefined; at = at.outer) if (at.container === value) return true;
+  return false;
+}
+
+/** Whether a promise or an iterator is in `value`, in its lists and plain objects. */
+function isUnsettled(value: unknown, seen = new Set<object>()): boolean {
+  if (isThenable(value) || isIterator(value)) return true;
   if (!isContainer(value) || seen.has(value)) return false;
   seen.add(value);
-  return (Array.isArray(value) ? value : Object.values(value)).some((member) => holdsPromise(member, seen));
+  return (Array.isArray(value) ? value : Object.values(value)).some((member) => isUnsettled(member, seen));
 }
 
 /** A list or a plain object: what graphql-js completes member by member. */
@@ -688,6 +726,16 @@ function isContainer(value: unknown): value is object {
   if (typeof value !== 'object' || value === null) return false;
   const prototype = Object.getPrototypeOf(value);
   return Array.isArray(value) || prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * An iterator (a generator, `map.values()`): graphql-js completes a list from it, reading it once.
+ * Stored as it is, it would replay as `{}`.
+ */
+function isIterator(value: unknown): value is IterableIterator<unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const { next, [Symbol.iterator]: iterate } = value as { next?: unknown; [Symbol.iterator]?: unknown };
+  return typeof next === 'function' && typeof iterate === 'function';
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -526,6 +526,94 @@ describe('useIdempotency and what graphql-js does with a resolver’s value', ()
     expect(calls.pay).toBe(1);
   });
 
+  it('awaits a promise in a plain object the result holds twice, in both places', async () => {
+    const { schema, calls } = paymentsSchema(
+      /* GraphQL */ `
+        type Author {
+          name: String!
+        }
+        type Post {
+          title: String!
+          author: Author!
+        }
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int!
+          publish(idempotencyKey: String): [Post!]!
+        }
+      `,
+      {
+        Mutation: {
+          publish: () => {
+            calls.pay++;
+            // One author for both posts, its name a DataLoader's promise.
+            const author = { name: Promise.resolve('ann') };
+            return [
+              { title: 'one', author },
+              { title: 'two', author },
+            ];
+          },
+        },
+      },
+    );
+    const { send } = yogaFor(schema);
+    const query = 'mutation { publish(idempotencyKey: "k") { title author { name } } }';
+    const first = await send(query);
+    const retry = await send(query);
+
+    const publish = [
+      { title: 'one', author: { name: 'ann' } },
+      { title: 'two', author: { name: 'ann' } },
+    ];
+    expect(first.body).toMatchObject({ data: { publish } });
+    expect(retry.body).toMatchObject({
+      data: { publish },
+      extensions: { idempotency: { publish: { replayed: true } } },
+    });
+    expect(calls.pay).toBe(1);
+  });
+
+  it('reads an iterator the resolver returns (a generator, map.values()) into the list it stores', async () => {
+    const { schema, calls } = paymentsSchema(
+      /* GraphQL */ `
+        type Batch {
+          ids: [Int!]!
+        }
+        type Mutation {
+          pay(amount: Int!, idempotencyKey: String): Int!
+          generated(idempotencyKey: String): [Int!]!
+          batch(idempotencyKey: String): Batch!
+        }
+      `,
+      {
+        Mutation: {
+          generated: function* () {
+            calls.pay++;
+            yield 1;
+            yield 2;
+          },
+          batch: () => {
+            calls.pay++;
+            return {
+              ids: new Map<string, unknown>([
+                ['a', Promise.resolve(1)],
+                ['b', 2],
+              ]).values(),
+            };
+          },
+        },
+      },
+    );
+    const { send } = yogaFor(schema);
+    for (const [query, data] of [
+      ['mutation { generated(idempotencyKey: "g") }', { generated: [1, 2] }],
+      ['mutation { batch(idempotencyKey: "b") { ids } }', { batch: { ids: [1, 2] } }],
+    ] as const) {
+      expect((await send(query)).body).toMatchObject({ data });
+      expect((await send(query)).body).toMatchObject({ data });
+    }
+    expect(calls.pay).toBe(2);
+  });
+
   it('says which fields it recorded with @defer too, first call and replay', async () => {
     const { schema, calls } = paymentsSchema(
       /* GraphQL */ `
