@@ -3,6 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Provider } from './client.js';
 import { databaseCodeIn, isBusy } from './database-errors.js';
+import { tablesExistQuery } from './maintenance-sql.js';
 import { connectedSchemaOf, quotedName, recordsTable } from './records-table.js';
 
 /**
@@ -100,13 +101,18 @@ export async function applyMigrations(
   // record, as with `prisma migrate deploy`; without one, the search path decides.
   const schema = provider === 'mysql' ? undefined : connectedSchemaOf(db, provider);
   const inSchema = schema === undefined ? undefined : quotedName(provider, schema);
-  // Created only when missing: even with IF NOT EXISTS, CREATE SCHEMA needs the CREATE privilege on
-  // the database, which a role that owns a schema a DBA made may lack.
+  const table = recordsTable(provider, '_prisma_migrations', schema);
+  // Created only when missing: even with IF NOT EXISTS, CREATE SCHEMA and CREATE TABLE need the
+  // CREATE privilege, which a role that owns a schema a DBA made may lack, or the role of an app
+  // whose DBA migrated (its migrate at start only finds everything applied).
+  const tableFound = await db.queryRaw(unbound(tablesExistQuery([table]))).then(
+    () => true,
+    () => false,
+  );
   const createSchema =
-    schema !== undefined && !(await schemaExists(db, schema))
+    !tableFound && schema !== undefined && !(await schemaExists(db, schema))
       ? [`CREATE SCHEMA IF NOT EXISTS ${inSchema}`]
       : [];
-  const table = recordsTable(provider, '_prisma_migrations', schema);
   const timestamp =
     provider === 'postgresql' || provider === 'cockroachdb'
       ? 'TIMESTAMPTZ'
@@ -135,9 +141,11 @@ export async function applyMigrations(
           seconds: lockWaitSeconds,
         }
       : undefined;
-  if (lock !== undefined)
-    await statementsInOneTransaction(db, lock, undefined, [...createSchema, createTable]);
-  else for (const statement of [...createSchema, createTable]) await run(statement);
+  if (!tableFound) {
+    const creating = [...createSchema, createTable];
+    if (lock !== undefined) await statementsInOneTransaction(db, lock, undefined, creating);
+    else for (const statement of creating) await run(statement);
+  }
   const done = await db.queryRaw(
     unbound(`SELECT migration_name FROM ${table} WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`),
   );

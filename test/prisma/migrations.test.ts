@@ -368,6 +368,51 @@ PRAGMA defer_foreign_keys=OFF;
       }
     });
 
+  // Registered only where it applies: no skipped case on SQLite, which has no privileges.
+  if (provider !== 'sqlite')
+    it('finds everything applied, as a role that may use the tables but create none', async () => {
+      const shipped = await readMigrations(shippedMigrationsFolder(provider));
+      const role = `user_${process.pid}_${Date.now()}`;
+      // A DBA migrated (into a schema of its own on PostgreSQL); the app's role may use the tables.
+      const dbaUrl = new URL(isolated.db.url!);
+      const schema = `dba_${process.pid}`;
+      if (provider !== 'mysql') dbaUrl.searchParams.set('schema', schema);
+      const asDba = (await (await adapterForUrl(dbaUrl.toString())).connect()) as Adapter;
+      try {
+        await applyMigrations(asDba, provider, shipped);
+      } finally {
+        await asDba.dispose();
+      }
+      const [grants, revokes] =
+        provider === 'mysql'
+          ? [
+              [
+                `CREATE USER '${role}'@'%'`,
+                `GRANT SELECT, INSERT, UPDATE, DELETE ON \`${dbaUrl.pathname.slice(1)}\`.* TO '${role}'@'%'`,
+              ],
+              [`DROP USER '${role}'@'%'`],
+            ]
+          : [
+              [
+                `CREATE ROLE ${role} LOGIN`,
+                `GRANT USAGE ON SCHEMA ${schema} TO ${role}`,
+                `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO ${role}`,
+              ],
+              [`DROP SCHEMA ${schema} CASCADE`, `DROP OWNED BY ${role}`, `DROP ROLE ${role}`],
+            ];
+      for (const statement of grants) await adapter.executeRaw(sql(statement));
+      const roleUrl = new URL(dbaUrl);
+      roleUrl.username = role;
+      roleUrl.password = '';
+      const asRole = (await (await adapterForUrl(roleUrl.toString())).connect()) as Adapter;
+      try {
+        expect(await applyMigrations(asRole, provider, shipped)).toEqual([]);
+      } finally {
+        await asRole.dispose();
+        for (const statement of revokes) await adapter.executeRaw(sql(statement));
+      }
+    });
+
   const quoted = QUOTED[provider];
   // Registered only where it applies: no skipped case on the other databases.
   if (quoted)
