@@ -116,6 +116,13 @@ export function idempotentFieldsOf(
       const marked = field.astNode?.directives?.some((d) => d.name.value === 'idempotent') ?? false;
       const extension = field.extensions?.idempotent;
       const declaration = marked ? byDirective : extension !== undefined ? byExtension : undefined;
+      if (marked && !directive) {
+        // A schema built without validating its SDL (assumeValidSDL) would drop the arguments.
+        problems.push(
+          `${coordinate}: @idempotent is used but not declared: add idempotentDirectiveTypeDefs to the type definitions`,
+        );
+        continue;
+      }
       if (marked && extension !== undefined) {
         problems.push(`${coordinate}: declared by both @idempotent and extensions.idempotent; keep one`);
         continue;

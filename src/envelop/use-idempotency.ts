@@ -752,7 +752,10 @@ function withTransaction(context: unknown, txName: string, tx: unknown): object 
     // The shared context's own members are this one's own too, so that `{ ...context }` holds
     // them; each reads the shared one as it is now, and a write stays this context's, as it would
     // on an object that inherits them.
-    for (const [name, { enumerable }] of Object.entries(Object.getOwnPropertyDescriptors(context))) {
+    const descriptors = Object.getOwnPropertyDescriptors(context);
+    // Symbol-keyed ones too (a tracing span's key), as a spread copies them.
+    for (const name of Reflect.ownKeys(descriptors) as (keyof typeof descriptors)[]) {
+      const { enumerable } = descriptors[name]!;
       own[name] = {
         enumerable,
         configurable: true,

@@ -70,6 +70,16 @@ describe('useIdempotency at schema build', () => {
     expect(() => yogaFor(schema)).toThrow(message);
   });
 
+  it('reports @idempotent used in a schema that does not declare it (built without validating its SDL)', () => {
+    const schema = graphql.buildSchema(
+      'type Query { ping: Int } type Mutation { pay(amount: Int!, idempotencyKey: String): Int @idempotent(mode: LEASE) }',
+      { assumeValidSDL: true },
+    );
+    expect(() => yogaFor(schema)).toThrow(
+      'Mutation.pay: @idempotent is used but not declared: add idempotentDirectiveTypeDefs to the type definitions',
+    );
+  });
+
   it('accepts a key argument whose default is null, which is no key', async () => {
     const { schema, calls } = paymentsSchema(
       'type Mutation { pay(amount: Int!, idempotencyKey: String = null): Int! }',
@@ -444,6 +454,33 @@ describe('useIdempotency on a plain Envelop server', () => {
 });
 
 describe('useIdempotency and one context shared by executions', () => {
+  it('hands the resolver a context whose copy holds the shared one’s symbol-keyed members too', async () => {
+    const span = Symbol('span');
+    const schema = createSchema<Context>({
+      typeDefs:
+        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): String }',
+      resolvers: {
+        Mutation: {
+          pay: (_: unknown, __: unknown, context: object) => String({ ...context }[span as never]),
+        },
+      },
+    });
+    const getEnveloped = envelop({
+      plugins: [
+        useEngine(graphql),
+        useSchema(schema),
+        useIdempotency({ store: memoryStore(), scope: () => 'u' }),
+      ],
+    });
+    const { execute, parse } = getEnveloped();
+    const result = (await execute({
+      schema,
+      document: parse('mutation { pay(amount: 1, idempotencyKey: "s") }'),
+      contextValue: { userId: 'u', [span]: 'span-1' },
+    })) as graphql.ExecutionResult;
+    expect(result.data).toEqual({ pay: 'span-1' });
+  });
+
   it('keeps each execution to itself, and writes nothing on the context', async () => {
     let open!: () => void;
     const opened = new Promise<void>((resolve) => (open = resolve));
