@@ -73,7 +73,7 @@ describe('useIdempotency on a schema built in code: extensions.idempotent', () =
     await send('mutation { pay(amount: 5, idempotencyKey: "month") }');
 
     const record = await store.find('user-1', 'month');
-    expect(record!.expiresAt.getTime() - record!.createdAt.getTime()).toBe(30 * 86_400_000);
+    expect(record!.expiresAt.getTime() - record!.completedAt!.getTime()).toBe(30 * 86_400_000);
   });
 
   it("runs under mode: 'lease' with its leaseMs, whatever the plugin says", async () => {
