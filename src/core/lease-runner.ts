@@ -65,7 +65,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
   let beatUntil: Promise<void> | undefined;
   try {
     // The steps it may resume must live as long as the record it now holds.
-    if (claimed.tookOver) await call.store.steps?.keep?.(owner, call.ttlMs);
+    if (claimed.tookOver) await call.store.steps?.keep?.(owner);
     let value: T;
     tracking?.start('resolver');
     try {

@@ -198,7 +198,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
   };
 
   function stepOperations(): StepOperations<undefined> {
-    const append = (step: StepWrite) => {
+    const append = (step: StepWrite, record: Kept) => {
       const id = idOf(step.scope, step.key);
       const kept = steps.get(id) ?? [];
       if (kept.some((other) => other.name === step.name)) {
@@ -211,7 +211,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       const stored: KeptStep = {
         ...{ name, position, fingerprint, result, resultIsError },
         completedAt: after(0, now),
-        expiresAt: after(step.ttlMs, now),
+        expiresAt: new Date(record.expiresAt), // a step expires with its record
       };
       kept.push(stored);
       steps.set(id, kept);
@@ -227,15 +227,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
           .map(({ expiresAt, ...step }) => ({ ...step, liveForMs: expiresAt.getTime() - clock() }))
           .sort((a, b) => a.position - b.position);
       },
-      save: async (step) => (await whileOwned(step, () => append(step))) !== null,
+      save: async (step) => (await whileOwned(step, (record) => append(step, record))) !== null,
       async clear(owner) {
         await whileOwned(owner, () => steps.delete(idOf(owner.scope, owner.key)));
       },
-      async keep(owner, ttlMs) {
-        await whileOwned(owner, () => {
+      async keep(owner) {
+        await whileOwned(owner, (record) => {
           const now = clock();
           for (const step of steps.get(idOf(owner.scope, owner.key)) ?? []) {
-            if (step.expiresAt.getTime() > now) step.expiresAt = after(ttlMs, now);
+            if (step.expiresAt.getTime() > now) step.expiresAt = new Date(record.expiresAt);
           }
         });
       },
@@ -246,7 +246,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
           return await work({
             tx: undefined,
             save: async (step) => {
-              const undone = await whileOwned(step, () => append(step));
+              const undone = await whileOwned(step, (record) => append(step, record));
               if (undone) undo.push(undone);
               return undone !== null;
             },

@@ -184,9 +184,10 @@ export class StepJournal<T, Tx> {
   };
 
   /**
-   * Steps are kept `ttlMs` from when they were stored: a call that may hold its key longer (its
-   * heartbeat up to `maxLeaseMs`, else `leaseMs`) could outlive them, and a retry after it failed
-   * would find them expired and run them again. Refused at the first step, before any `fn` runs.
+   * Steps expire with their record, `ttlMs` after the claim: a call that may hold its key longer
+   * (its heartbeat up to `maxLeaseMs`, else `leaseMs`) could outlive them, and a retry after it
+   * failed would find them expired and run them again. Refused at the first step, before any `fn`
+   * runs.
    */
   private checkKeptLongEnough(): void {
     const { ttlMs, leaseMs, heartbeatMs, maxLeaseMs } = this.call;
@@ -261,7 +262,6 @@ export class StepJournal<T, Tx> {
       fingerprint: call.request.fingerprint,
       result,
       resultIsError,
-      ttlMs: call.ttlMs,
     });
     try {
       if (options.transactional) {

@@ -158,7 +158,8 @@ export interface StepRecord {
   completedAt: Date;
   /**
    * How much longer the step may be replayed, in ms by the store's clock at the moment it was
-   * read (`ttlMs` from its completion); zero or less: it belongs to a call whose record expired.
+   * read: until its record expires (as it was when the step was stored, or when a takeover kept
+   * it); zero or less: it belongs to a call whose record expired.
    */
   liveForMs: number;
 }
@@ -170,8 +171,6 @@ export interface StepWrite extends LeaseOwner {
   fingerprint: string;
   result: string;
   resultIsError: boolean;
-  /** How long the step may be replayed, from now by the store's clock. */
-  ttlMs: number;
 }
 
 /** A transactional step's transaction: the client `fn` writes through, and the step's own write. */
@@ -189,17 +188,21 @@ export interface StepSession<Tx> {
 export interface StepOperations<Tx> {
   /** The steps stored under the key, in the order they ran, with their liveness by the store's clock. */
   list(scope: string, key: string): Promise<StepRecord[]>;
-  /** Stores a completed step; `false` (nothing written) when the lease is no longer the caller's. */
+  /**
+   * Stores a completed step to expire when its record does (the record's expiry, not a time of
+   * the step's own: a step never outlives its record, swept or not); `false` (nothing written)
+   * when the lease is no longer the caller's.
+   */
   save(step: StepWrite): Promise<boolean>;
   /** Deletes the key's steps (left by an earlier call of the key), only for the lease's owner. */
   clear(owner: LeaseOwner): Promise<void>;
   /**
-   * Makes the key's steps that are still live expire `ttlMs` from now, only for the lease's owner:
-   * a call that took the key over resumes them, and its record now expires `ttlMs` from now, so
-   * they must not expire first (a later takeover would find them gone and run them again).
+   * Makes the key's steps that are still live expire when the record does, only for the lease's
+   * owner: a call that took the key over resumes them, and its record now expires later, so they
+   * must not expire first (a later takeover would find them gone and run them again).
    * @default none: a store whose steps never expire before their record needs none
    */
-  keep?(owner: LeaseOwner, ttlMs: number): Promise<void>;
+  keep?(owner: LeaseOwner): Promise<void>;
   /**
    * Runs `work` in one transaction of the store, committing when it resolves and rolling back when
    * it throws: the step's record and `work`'s writes through `session.tx` commit together.

@@ -17,15 +17,16 @@ export interface StepStatements {
   /** A key's steps in the order they ran, with `live_for_ms` by the database's clock. */
   list(scope: string, key: string): Sql;
   /**
-   * Inserts a step only while its record is `IN_PROGRESS` under the owner's token: 1 row, or 0.
-   * The record's row is read with a lock, so a takeover cannot commit between the check and this
+   * Inserts a step only while its record is `IN_PROGRESS` under the owner's token: 1 row, or 0,
+   * expiring when the record does (a step must not outlive it: a takeover would resume what a
+   * sweep of the record would have cleared). The record's row is read with a lock, so a takeover cannot commit between the check and this
    * statement's commit (or the transaction's, for a transactional step).
    */
   save(step: StepWrite): Sql;
   /** Deletes the key's steps, only while the owner holds the record. */
   clear(owner: LeaseOwner): Sql;
-  /** Makes the key's live steps expire `ttlMs` from now, only while the owner holds the record. */
-  keep(owner: LeaseOwner, ttlMs: number): Sql;
+  /** Makes the key's live steps expire when their record does, only while the owner holds it. */
+  keep(owner: LeaseOwner): Sql;
 }
 
 /**
@@ -39,7 +40,6 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
   const records = raw(tables.records ?? 'idempotency_records');
   const clock = databaseClock(provider);
   const now = raw(clock.now);
-  const inMs = (ms: number) => raw(clock.nowPlusMs, [ms]);
   const exact = raw(mysql ? ' COLLATE utf8mb4_bin' : '');
   const where = (scope: string, key: string) =>
     sql`scope = ${scope}${exact} AND idempotency_key = ${key}${exact}`;
@@ -57,18 +57,18 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
     list: (scope, key) =>
       sql`SELECT name, ordinal, fingerprint, result, result_is_error, ${raw(clock.select('created_at'))}, ${raw(clock.msUntil('expires_at'))} AS live_for_ms FROM ${steps} WHERE ${where(scope, key)} ORDER BY ordinal`,
     save: (s) =>
-      sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, ${inMs(s.ttlMs)} FROM ${records} WHERE ${owned(s)}${lock}`,
+      sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, expires_at FROM ${records} WHERE ${owned(s)}${lock}`,
     clear: (owner) =>
       sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
-    keep: (owner, ttlMs) =>
-      sql`UPDATE ${steps} SET expires_at = ${inMs(ttlMs)} WHERE ${where(owner.scope, owner.key)} AND ${raw(clock.ahead('expires_at'))} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
+    keep: (owner) =>
+      sql`UPDATE ${steps} SET expires_at = (SELECT expires_at FROM ${records} WHERE ${owned(owner)}) WHERE ${where(owner.scope, owner.key)} AND ${raw(clock.ahead('expires_at'))} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
   };
 }
 
 /**
  * Deletes at most `batchSize` steps whose record is gone (swept, or released) and whose own expiry
  * has passed, in one short statement; `batchSize` is written into the SQL (a validated integer).
- * A step expires `ttlMs` after it was stored, or after the takeover that resumed it (`keep`), and a
+ * A step expires with its record (`ttlMs` after the claim, or after the takeover that resumed it, `keep`), and a
  * call never resumes an expired step. Its expiry is checked too because `idempotency_steps` serves every records table
  * in its schema: a step whose record is not in the table being swept may belong to a live call
  * whose record is in another (`table`).

@@ -308,8 +308,8 @@ export function prismaStore<Client extends PrismaClientLike>(
       async clear(owner) {
         await committed((client) => changes(client, steps.clear(owner)));
       },
-      async keep(owner, ttlMs) {
-        await committed((client) => changes(client, steps.keep(owner, ttlMs)));
+      async keep(owner) {
+        await committed((client) => changes(client, steps.keep(owner)));
       },
       transaction: (work) =>
         interactive((tx, own) =>

@@ -1086,6 +1086,23 @@ export function runStoreConformance(
         expect(runs).toEqual({ reserve: 3, charge: 3, ship: 2 });
       });
 
+      it('expires the steps with their record, so a retry after it runs them again, swept or not', async () => {
+        // Steps stored well after the claim: a step that outlived its expired record would be
+        // resumed by a takeover, yet cleared by a fresh claim once a sweep deleted the record.
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { leaseMs: 30_000, ttlMs: 60_000 });
+        const { runs, resolver } = checkout();
+        const late = async (tx: unknown, claim: ResolverClaim<unknown>) => {
+          await target().travel(scope, 20_000);
+          return resolver('charge')(tx, claim);
+        };
+        await expect(runIdempotent(options, late)).rejects.toThrow('crash after charge');
+        await target().travel(scope, 41_000); // the record expired 1 s ago; its steps were stored 41 s ago
+        expect(await options.store.find(scope, 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
+        await expect(runIdempotent(options, resolver())).resolves.toMatchObject({ replayed: false });
+        expect(runs).toEqual({ reserve: 2, charge: 2, ship: 1 });
+      });
+
       it('offers no steps in transactional mode', async () => {
         const { options } = call(uniqueScope(), 'transactional');
         const { value } = await runIdempotent(options, async (_tx, claim) => claim.step === undefined);

@@ -61,7 +61,6 @@ describeEachDatabase('the store’s statements sent through the driver adapter',
           fingerprint,
           result: '1',
           resultIsError: false,
-          ttlMs: 60_000,
         });
       })
       .catch((error: unknown) => error);

@@ -84,7 +84,6 @@ function staleOwnerSuite(db: TestDatabase) {
         fingerprint: FINGERPRINT,
         result: '{"json":"old owner"}',
         resultIsError: false,
-        ttlMs: 60_000,
       }),
     );
     expect(saved).toBe(false);
