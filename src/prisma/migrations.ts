@@ -85,7 +85,9 @@ export interface MigrationTransaction {
  * PostgreSQL, CockroachDB and SQLite apply each migration's statements and its record in one
  * transaction: a migration that fails leaves nothing of itself, and the next run applies it whole.
  * (A statement PostgreSQL refuses in a transaction, such as `CREATE INDEX CONCURRENTLY`, cannot be
- * in such a migration, as with `prisma migrate deploy`.) MySQL and MariaDB commit each DDL statement
+ * in such a migration, as with `prisma migrate deploy`.) On PostgreSQL a script that holds its own
+ * `BEGIN; … COMMIT;` runs as `prisma migrate deploy` runs it (see `scriptInPostgresSession`): what it
+ * committed stays if a later statement fails. MySQL and MariaDB commit each DDL statement
  * on its own: a migration that fails partway keeps the statements before the failure, unrecorded,
  * and must be cleaned up by hand before it can run again.
  */
@@ -165,11 +167,19 @@ export async function applyMigrations(
       applying = await inMysqlLock(db, recorded, [...mysqlStatements(sql), record], lockWaitSeconds);
     } else if (provider === 'sqlite') {
       applying = await scriptInOneTransaction(db, recorded, `${sql}\n;${record};`);
+    } else if (provider === 'postgresql') {
+      applying = await scriptInPostgresSession(
+        db,
+        lockWaitSeconds,
+        inSchema,
+        recorded,
+        `${sql}\n;${record};`,
+      );
     } else {
-      const searchPath = inSchema === undefined ? [] : [`SET LOCAL search_path TO ${inSchema}`];
       // CockroachDB has no advisory locks: its transactions are serializable, and the second run's
       // record (or its CREATE) fails instead.
-      applying = await statementsInOneTransaction(db, lock, recorded, [...searchPath, sql, record]);
+      const searchPath = inSchema === undefined ? [] : [`SET LOCAL search_path TO ${inSchema}`];
+      applying = await statementsInOneTransaction(db, undefined, recorded, [...searchPath, sql, record]);
     }
     if (applying) ran.push(name);
   }
@@ -354,6 +364,51 @@ async function inMysqlLock(
     }
   } finally {
     await session.commit();
+  }
+}
+
+/**
+ * PostgreSQL: sends `script` (a migration and its record) as one query on a connection of its own,
+ * holding the migration lock, unless `recorded` finds it applied once it holds it; whether it ran.
+ * Sent without parameters, `pg` uses the simple query protocol, whose statements commit together
+ * (the server's implicit transaction) unless the script manages its own, as `prisma migrate
+ * deploy` sends it: Prisma writes an enum's change as `BEGIN; … COMMIT;`, which ended a
+ * transaction opened around it, and the schema's search path and the lock with it. So the lock
+ * and the search path are the session's here, and the connection goes back to the pool as it came.
+ */
+async function scriptInPostgresSession(
+  db: MigrationTarget,
+  lockWaitSeconds: number,
+  inSchema: string | undefined,
+  recorded: string,
+  script: string,
+): Promise<boolean> {
+  const session = await db.startTransaction();
+  const run = (sql: string) => session.executeRaw(unbound(sql));
+  try {
+    // The adapter began a transaction: ended at once, so the script's statements are not inside it.
+    if (!session.options.usePhantomQuery) await run('COMMIT');
+    await run(`SET lock_timeout = '${lockWaitSeconds}s'`);
+    await run(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`).catch((error: unknown) => {
+      // 55P03: the lock_timeout ran out while another run held the lock.
+      throw databaseCodeIn(error) === '55P03' ? lockHeldError(lockWaitSeconds, error) : error;
+    });
+    try {
+      if ((await session.queryRaw(unbound(recorded))).rows.length > 0) return false;
+      if (inSchema !== undefined) await run(`SET search_path TO ${inSchema}`);
+      await run(script).catch(async (error: unknown) => {
+        // A script of its own transaction that failed inside it left it open, and aborted.
+        await run('ROLLBACK').catch(() => undefined);
+        throw error;
+      });
+      return true;
+    } finally {
+      await run(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`);
+    }
+  } finally {
+    await run('RESET search_path')
+      .then(() => run('RESET lock_timeout'))
+      .finally(() => session.commit());
   }
 }
 

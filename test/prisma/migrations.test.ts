@@ -346,6 +346,59 @@ PRAGMA defer_foreign_keys=OFF;
       }
     });
 
+  // Prisma writes an enum's change on PostgreSQL as a script with its own transaction.
+  if (provider === 'postgresql')
+    it('runs a script that commits on its own as prisma migrate deploy does: whole, in the URL’s schema, recorded once', async () => {
+      const url = new URL(isolated.db.url!);
+      url.searchParams.set('schema', 'own_commit');
+      const inSchema = (await (await adapterForUrl(url.toString())).connect()) as Adapter;
+      const name = '20990101000010_enum';
+      const enumChange = [
+        'BEGIN;',
+        `CREATE TYPE "Mood" AS ENUM ('sad', 'ok');`,
+        'CREATE TABLE mood_probe (mood "Mood" NOT NULL);',
+        'COMMIT;',
+        'CREATE TABLE after_commit_probe (id INTEGER);',
+      ].join('\n');
+      const tablesOf = async (table: string) =>
+        (
+          await adapter.queryRaw(
+            sql(`SELECT table_schema FROM information_schema.tables WHERE table_name = '${table}'`),
+          )
+        ).rows.flat();
+      const searchPath = async () => (await inSchema.queryRaw(sql('SHOW search_path'))).rows[0]?.[0];
+      const before = await searchPath();
+      try {
+        const failing = `BEGIN;\nCREATE TABLE failed_probe (id INTEGER);\nINSERT INTO no_such_table VALUES (1);\nCOMMIT;\n`;
+        await expect(
+          applyMigrations(inSchema, provider, [{ name: '20990101000009_failing', sql: failing }]),
+        ).rejects.toThrow();
+        expect(await tablesOf('failed_probe')).toEqual([]);
+
+        expect(await applyMigrations(inSchema, provider, [{ name, sql: enumChange }])).toEqual([name]);
+        expect(await tablesOf('mood_probe')).toEqual(['own_commit']);
+        expect(await tablesOf('after_commit_probe')).toEqual(['own_commit']);
+        expect(await applyMigrations(inSchema, provider, [{ name, sql: enumChange }])).toEqual([]);
+        expect(
+          (
+            await adapter.queryRaw(
+              sql(`SELECT count(*) FROM own_commit._prisma_migrations WHERE migration_name = '${name}'`),
+            )
+          ).rows[0]?.[0],
+        ).toBe('1');
+        // The connection goes back to the pool as it came: its search path, no lock held.
+        expect(await searchPath()).toBe(before);
+        const [[free]] = (await adapter.queryRaw(sql('SELECT pg_try_advisory_lock(72707369)'))).rows as [
+          [boolean],
+        ];
+        expect(free).toBe(true);
+        await adapter.queryRaw(sql('SELECT pg_advisory_unlock(72707369)'));
+      } finally {
+        await inSchema.dispose();
+        await adapter.executeRaw(sql('DROP SCHEMA IF EXISTS own_commit CASCADE'));
+      }
+    });
+
   if (provider === 'postgresql')
     it('migrates into a schema its role owns without the right to create schemas in the database', async () => {
       const role = `migrator_${process.pid}_${Date.now()}`;
