@@ -121,7 +121,10 @@ export class IdempotencyInputError extends IdempotencyError {
   }
 }
 
-/** The serialized result is over `maxResultBytes`; the mutation failed and nothing was committed. */
+/**
+ * The serialized result is over `maxResultBytes`. Transactional mode: nothing committed. Lease
+ * mode: the effects happened, and this error is what the key replays from now on.
+ */
 export class IdempotencyResultTooLargeError extends IdempotencyError {
   override name = 'IdempotencyResultTooLargeError';
   readonly bytes: number;
@@ -129,7 +132,7 @@ export class IdempotencyResultTooLargeError extends IdempotencyError {
   constructor(bytes: number, maxBytes: number, options?: { cause?: unknown }) {
     super(
       'IDEMPOTENCY_RESULT_TOO_LARGE',
-      `The result is ${bytes} bytes serialized, over maxResultBytes (${maxBytes}); nothing was committed`,
+      `The result is ${bytes} bytes serialized, over maxResultBytes (${maxBytes}): it cannot be stored for replay`,
       options,
     );
     this.bytes = bytes;

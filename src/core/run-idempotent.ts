@@ -82,8 +82,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
   /**
    * Lease mode: the heartbeat stops extending the lease this long after the claim began (a wait
    * for a duplicate included), so a hung resolver's key is freed (and listed by `stuck`) instead
-   * of being held forever. A call that runs steps needs `ttlMs` at least this with a heartbeat
-   * (at least `leaseMs` without one): it must not outlive its own steps.
+   * of being held forever. A call that runs steps needs `ttlMs` longer than this with a heartbeat
+   * (than `leaseMs` without one): it must not outlive its own steps.
    * @default 300_000 (5 minutes), or `leaseMs` if longer
    */
   maxLeaseMs?: number | undefined;
@@ -96,8 +96,8 @@ export interface RunIdempotentOptions<Tx = unknown> {
   clock?: (() => number) | undefined;
   /**
    * How long a completed record is replayed, from its completion; in lease mode also how long a claim
-   * and its steps are kept for a retry to resume, from when they were written (so, for a call that
-   * runs steps, at least the longest it may hold its key, see `maxLeaseMs`). At most a hundred
+   * and its steps are kept for a retry to resume, from the claim (so, for a call that runs steps,
+   * longer than the longest it may hold its key, see `maxLeaseMs`). At most a hundred
    * years (`RangeError` past it). @default 86_400_000 (24 h)
    */
   ttlMs?: number | undefined;
@@ -377,8 +377,19 @@ function checkLeaseOptions(leaseMs: number, heartbeatMs: number | undefined, max
   if (!isDuration(leaseMs)) {
     throw new RangeError(`leaseMs must be an integer from 1 to ${MAX_DURATION_MS} (a hundred years)`);
   }
-  if (heartbeatMs !== undefined && !(heartbeatMs > 0 && heartbeatMs < leaseMs)) {
-    throw new RangeError('heartbeatMs must be positive and shorter than leaseMs');
+  // Node's timers hold at most MAX_TIMER_MS: a longer interval fires every millisecond.
+  if (
+    heartbeatMs !== undefined &&
+    !(
+      Number.isSafeInteger(heartbeatMs) &&
+      heartbeatMs > 0 &&
+      heartbeatMs < leaseMs &&
+      heartbeatMs <= MAX_TIMER_MS
+    )
+  ) {
+    throw new RangeError(
+      `heartbeatMs must be an integer from 1 to ${MAX_TIMER_MS} (about 24.8 days, the most Node's timers hold), shorter than leaseMs`,
+    );
   }
   if (!(maxLeaseMs >= leaseMs)) throw new RangeError('maxLeaseMs must be at least leaseMs');
 }

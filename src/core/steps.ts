@@ -184,7 +184,7 @@ export class StepJournal<T, Tx> {
   };
 
   /**
-   * Steps expire with their record, `ttlMs` after the claim: a call that may hold its key longer
+   * Steps expire with their record, `ttlMs` after the claim: a call that may hold its key as long
    * (its heartbeat up to `maxLeaseMs`, else `leaseMs`) could outlive them, and a retry after it
    * failed would find them expired and run them again. Refused at the first step, before any `fn`
    * runs.
@@ -192,10 +192,10 @@ export class StepJournal<T, Tx> {
   private checkKeptLongEnough(): void {
     const { ttlMs, leaseMs, heartbeatMs, maxLeaseMs } = this.call;
     const [held, name] = heartbeatMs === undefined ? [leaseMs, 'leaseMs'] : [maxLeaseMs, 'maxLeaseMs'];
-    if (ttlMs >= held) return;
+    if (ttlMs > held) return;
     throw this.raise(
       new RangeError(
-        `ttlMs (${ttlMs}) is shorter than the longest this call may hold its key (${name}, ${held}` +
+        `ttlMs (${ttlMs}) is not longer than the longest this call may hold its key (${name}, ${held}` +
           `${heartbeatMs === undefined ? '' : ', with heartbeatMs'}): its steps could expire while it runs. ` +
           `Choose a longer ttlMs or a shorter ${name} for a call that runs steps`,
       ),

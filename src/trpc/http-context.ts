@@ -58,3 +58,26 @@ export function callsInRequest(ctx: unknown, batchIndex: number): number {
   }
   return batchIndex + 1;
 }
+
+/**
+ * The procedure the HTTP request itself calls at `batchIndex`, when it is not `path`: `path` is
+ * then called inside it (a server-side caller made from its context), and the request's headers
+ * are that call's, not this one's. Read from `ctx.info` (what `createContext` passed on), else
+ * from the request URL, whose path ends with the called procedure's (comma-separated in a batch);
+ * `undefined` when the call is the request's own, or the context does not show it.
+ */
+export function enclosingCallOf(ctx: unknown, path: string, batchIndex: number): string | undefined {
+  const { info, req } = fieldsOf(ctx);
+  let called: unknown;
+  if (Array.isArray(info?.calls)) called = (info.calls[batchIndex] as { path?: unknown } | undefined)?.path;
+  else if (typeof req?.url === 'string') {
+    try {
+      const pieces = decodeURIComponent(new URL(req.url, 'http://localhost').pathname).split(',');
+      const piece = pieces[pieces.length > 1 ? batchIndex : 0];
+      called = piece?.slice(piece.lastIndexOf('/') + 1);
+    } catch {
+      // Not a URL we can read: the call is taken to be the request's own.
+    }
+  }
+  return typeof called === 'string' && called !== '' && called !== path ? called : undefined;
+}

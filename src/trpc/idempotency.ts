@@ -8,7 +8,7 @@ import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent
 import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
-import { callsInRequest, requestHeadersOf, setResponseHeader } from './http-context.js';
+import { callsInRequest, enclosingCallOf, requestHeadersOf, setResponseHeader } from './http-context.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<Tx = unknown> {
@@ -207,24 +207,34 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       failed = { error: resolverErrorOf(wrapper), wrapper };
       return failed.error;
     };
+    // Called inside another procedure (a server-side caller made from its context): the
+    // request's headers, in and out, are that call's.
+    const enclosing = enclosingCallOf(ctx, path, opts.batchIndex);
+    // Response headers only for the request's one call: in a batch they would speak for every call.
+    const answersRequest = enclosing === undefined && callsInRequest(ctx, opts.batchIndex) === 1;
     const signalReplay = () => {
-      // In a batch the header would speak for every call in it.
-      if (replayed && callsInRequest(ctx, opts.batchIndex) === 1)
-        setResponseHeader(ctx, 'Idempotent-Replayed', 'true');
+      if (replayed && answersRequest) setResponseHeader(ctx, 'Idempotent-Replayed', 'true');
     };
 
     try {
       const { key, input, fingerprinted, keySource, headersSeen, firstAttempt } = await readKey(opts, ctx, {
         header,
         inputField,
-        getHeaders,
+        getHeaders: enclosing === undefined ? getHeaders : () => undefined,
         fingerprintInput,
         keyPolicy: core.keyPolicy,
       });
 
+      const mode = modeOf(core.store, policy?.mode, core.mode);
       if (key === undefined) {
-        if (policy?.required ?? required) throw missingKeyError(path, header, inputField, headersSeen);
-        const mode = modeOf(core.store, policy?.mode, core.mode);
+        if (policy?.required ?? required) {
+          throw missingKeyError(
+            path,
+            header,
+            inputField,
+            enclosing === undefined ? headersSeen : { enclosing },
+          );
+        }
         return await runUnrecorded(core.store, mode, async (tx) => {
           const result = await opts.next({ ctx: contextOf(tx, null) });
           if (!result.ok) throw failure(result.error);
@@ -237,14 +247,16 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         {
           ...core,
           errorCodec: core.errorCodec ?? trpcErrorCodec,
-          replayErrors:
-            replayErrors &&
-            ((error) =>
+          replayErrors: (error) =>
+            // In lease mode the resolver's effects stand: an `.output()` after the middleware that
+            // refused its result answers for the key, as a result that cannot be stored does.
+            (mode === 'lease' && isOutputRefusal(error)) ||
+            (replayErrors !== undefined &&
               !misplaced.has(error as object) &&
               !(fingerprintInput === 'raw' && isInputRefusal(error)) &&
               replayErrors(error)),
           ttlMs: policy?.ttlMs ?? core.ttlMs,
-          mode: policy?.mode ?? core.mode,
+          mode,
           leaseMs: policy?.leaseMs ?? core.leaseMs,
           heartbeatMs: policy?.heartbeatMs ?? core.heartbeatMs,
           scope: await scopeOf({ ctx, input, path }),
@@ -298,8 +310,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       // of ours the resolver threw (a nested call's 409) is its own: its effects may have happened.
       if (failed && error === failed.error && !raisedBySteps(error)) throw resolversOwn(failed.wrapper);
       if (!isIdempotencyError(error)) throw error;
-      // Like `Idempotent-Replayed`: in a batch, a header would speak for every call in it.
-      if (callsInRequest(ctx, opts.batchIndex) === 1) {
+      if (answersRequest) {
         for (const [name, value] of Object.entries(httpAnswerOf(error).headers ?? {})) {
           setResponseHeader(ctx, name, value);
         }
@@ -317,8 +328,13 @@ function missingKeyError(
   path: string,
   header: string,
   inputField: string,
-  headersSeen: HeadersSeen,
+  headersSeen: HeadersSeen | { enclosing: string },
 ): IdempotencyKeyMissingError {
+  if (typeof headersSeen === 'object') {
+    return new IdempotencyKeyMissingError(
+      `"${path}" requires an idempotency key: it runs inside "${headersSeen.enclosing}" (a server-side caller made from its context), whose ${header} header is that call's, not this one's, so pass the key in the "${inputField}" input field`,
+    );
+  }
   if (headersSeen === 'seen') {
     return new IdempotencyKeyMissingError(
       `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
@@ -427,6 +443,18 @@ async function readKey<Ctx>(
     headersSeen,
     firstAttempt,
   };
+}
+
+/**
+ * tRPC's refusal of a resolver's result by an `.output()` validator after the middleware
+ * (`createOutputMiddleware`'s error): the resolver ran and returned.
+ */
+function isOutputRefusal(error: unknown): boolean {
+  return (
+    error instanceof TRPCError &&
+    error.code === 'INTERNAL_SERVER_ERROR' &&
+    error.message === 'Output validation failed'
+  );
 }
 
 /**

@@ -403,6 +403,13 @@ describe('runIdempotent in lease mode (memory store)', () => {
     await expect(
       runIdempotent({ ...options, leaseMs: 100, heartbeatMs: 100 }, async () => 1),
     ).rejects.toThrow(RangeError);
+    // Past what Node's timers hold, the heartbeat would beat every millisecond; a fraction is no beat.
+    const days = (n: number) => n * 86_400_000;
+    for (const heartbeatMs of [days(30), 0.5]) {
+      await expect(
+        runIdempotent({ ...options, leaseMs: days(90), maxLeaseMs: days(3650), heartbeatMs }, async () => 1),
+      ).rejects.toThrow(/heartbeatMs must be an integer from 1 to 2147483647/);
+    }
   });
 
   it('rejects a waitTimeoutMs no timer keeps, and 0 in transactional mode, where it also bounds the claim', async () => {
@@ -424,26 +431,31 @@ describe('runIdempotent in lease mode (memory store)', () => {
     });
   });
 
-  it('refuses steps under a ttlMs shorter than the call may hold its key, at the first step, before its fn runs', async () => {
-    // Steps are kept ttlMs from when they were stored: a call held longer by its heartbeat that then
-    // failed would find them expired on its retry, and charge again.
+  it('refuses steps under a ttlMs no longer than the call may hold its key, at the first step, before its fn runs', async () => {
+    // Steps expire with their record, ttlMs after the claim: a call held that long by its heartbeat
+    // that then failed would find them expired on its retry, and charge again.
     const { options } = leased();
     const fn = vi.fn(() => 'charged');
     const withStep = async (_tx: unknown, { step }: ResolverClaim<undefined>) => step!('charge', fn);
     await expect(runIdempotent({ ...options, ttlMs: 8_000, heartbeatMs: 1_000 }, withStep)).rejects.toThrow(
-      /ttlMs \(8000\) is shorter than the longest this call may hold its key \(maxLeaseMs, 300000, with heartbeatMs\)/,
+      /ttlMs \(8000\) is not longer than the longest this call may hold its key \(maxLeaseMs, 300000, with heartbeatMs\)/,
     );
     await expect(runIdempotent({ ...options, key: 'k-2', ttlMs: 4_000 }, withStep)).rejects.toThrow(
       /\(leaseMs, 5000\)/,
     );
+    // As long as the lease, no longer: the record (and its steps) would expire as the lease ends, so
+    // no retry could ever resume them.
+    await expect(runIdempotent({ ...options, key: 'k-5', ttlMs: 5_000 }, withStep)).rejects.toThrow(
+      /ttlMs \(5000\) is not longer than the longest this call may hold its key \(leaseMs, 5000\)/,
+    );
     expect(fn).not.toHaveBeenCalled();
-    // A call that runs no step is not concerned; one held no longer than it is kept runs its steps.
+    // A call that runs no step is not concerned; one held for less than its ttlMs runs its steps.
     await expect(
       runIdempotent({ ...options, key: 'k-3', ttlMs: 8_000, heartbeatMs: 1_000 }, async () => 1),
     ).resolves.toMatchObject({ value: 1 });
     await expect(
       runIdempotent(
-        { ...options, key: 'k-4', ttlMs: 8_000, heartbeatMs: 1_000, maxLeaseMs: 8_000 },
+        { ...options, key: 'k-4', ttlMs: 8_000, heartbeatMs: 1_000, maxLeaseMs: 7_999 },
         withStep,
       ),
     ).resolves.toMatchObject({ value: 'charged' });

@@ -686,7 +686,7 @@ export function runStoreConformance(
         const held = gate();
         const started = gate();
         const old = runIdempotent(
-          { ...options, store: oldStore, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 60_000 },
+          { ...options, store: oldStore, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 59_000 },
           async (_tx, claim) => {
             started.open();
             await held.opened;
@@ -807,7 +807,7 @@ export function runStoreConformance(
         const flakyStore = Object.assign(Object.create(store) as Store<unknown>, { lease: flaky });
         let charges = 0;
         const run = runIdempotent(
-          { ...options, store: flakyStore, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 60_000 },
+          { ...options, store: flakyStore, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 59_000 },
           async (_tx, claim) => {
             now += 2_000; // renewals failed meanwhile; the store's lease may or may not have run out
             beatsFail = false;
@@ -843,7 +843,7 @@ export function runStoreConformance(
           });
         await expect(
           runIdempotent(
-            { ...options, store: first, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 60_000 },
+            { ...options, store: first, leaseMs: 1_000, heartbeatMs: 20, maxLeaseMs: 59_000 },
             async (_tx, claim) => {
               // The caller's own timeout gives up beside the charge, which goes on.
               await Promise.all([charge(claim), Promise.reject(new Error('gave up waiting'))]);

@@ -66,3 +66,81 @@ describe('idempotency() and the request headers createContext passes on', () => 
     );
   });
 });
+
+describe('idempotency() on a call made inside another (a server-side caller made from its context)', () => {
+  /** `payInvoices`, not idempotent itself, pays each invoice through the idempotent `pay`. */
+  async function invoicesServer() {
+    const charges: number[] = [];
+    const payments = t.router({
+      pay: t.procedure
+        .input(z.object({ amount: z.number(), idempotencyKey: z.string().optional() }))
+        .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user }))
+        .mutation(({ input }) => charges.push(input.amount)),
+    });
+    const router = t.router({
+      payments,
+      payInvoices: t.procedure
+        .input(z.object({ invoices: z.array(z.object({ amount: z.number(), key: z.string().optional() })) }))
+        .mutation(async ({ ctx, input }) => {
+          const caller = t.createCallerFactory(payments)(ctx);
+          const answers: unknown[] = [];
+          for (const { amount, key } of input.invoices) {
+            answers.push(
+              await caller.pay({ amount, idempotencyKey: key }).catch((error: Error) => error.message),
+            );
+          }
+          return answers;
+        }),
+    });
+    return { router, charges };
+  }
+
+  it.each([
+    ['passes info on', true],
+    ['passes only req on (the URL names the call)', false],
+  ])('does not take the request’s header for its key when createContext %s', async (_, withInfo) => {
+    const { router, charges } = await invoicesServer();
+    const server = createHTTPServer({
+      router,
+      createContext: ({ req, res, info }) =>
+        withInfo ? { req, res, info, user: 'alice' } : { req, res, user: 'alice' },
+    });
+    const { url, close } = await listen(server);
+    closers.push(close);
+    const replayedHeaders: (string | null)[] = [];
+    const client = createTRPCClient<typeof router>({
+      links: [
+        httpLink({
+          url,
+          headers: { 'Idempotency-Key': 'outer-1' },
+          fetch: async (input, init) => {
+            const response = await fetch(input, init);
+            replayedHeaders.push(response.headers.get('Idempotent-Replayed'));
+            return response;
+          },
+        }),
+      ],
+    });
+
+    // Two invoices of 10: under the request's key the second was answered with the first's charge.
+    const unkeyed = await client.payInvoices.mutate({ invoices: [{ amount: 10 }, { amount: 10 }] });
+    expect(unkeyed).toEqual([
+      expect.stringMatching(
+        /^"pay" requires an idempotency key: it runs inside "payInvoices" \(a server-side/,
+      ),
+      expect.stringMatching(/^"pay" requires an idempotency key: it runs inside "payInvoices"/),
+    ]);
+    expect(charges).toEqual([]);
+
+    const invoices = [
+      { amount: 10, key: 'invoice-1' },
+      { amount: 10, key: 'invoice-2' },
+    ];
+    expect(await client.payInvoices.mutate({ invoices })).toEqual([1, 2]);
+    expect(charges).toEqual([10, 10]);
+    // Sent again: the calls inside replay, and the request's own answer does not say it replayed.
+    expect(await client.payInvoices.mutate({ invoices })).toEqual([1, 2]);
+    expect(charges).toEqual([10, 10]);
+    expect(replayedHeaders).toEqual([null, null, null]);
+  });
+});
