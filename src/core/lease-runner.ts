@@ -15,7 +15,7 @@ import { waitWhileRunning } from './duplicate-wait.js';
 import { IdempotencyKeyInProgressError, IdempotencyLeaseLostError, isIdempotencyError } from './errors.js';
 import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
 import { raisedBySteps, StepJournal } from './steps.js';
-import type { ClaimOutcome, Completed, LeaseOperations, LeaseOwner } from './store.js';
+import type { ClaimOutcome, Completed, Completion, LeaseOperations, LeaseOwner } from './store.js';
 
 /**
  * Lease mode: the claim commits on its own with a lease and an owner token, the resolver runs
@@ -200,7 +200,10 @@ async function complete<T, Tx>(
   tracking?.start('store');
   for (let attempt = 0; ; attempt++) {
     try {
-      const completed = await call.store.lease.complete(completion);
+      // After a failed try, the completion may have committed and only its answer been lost.
+      const completed =
+        (await call.store.lease.complete(completion)) ??
+        (attempt > 0 ? await committedEarlier(call, completion) : null);
       if (!completed) break;
       if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
       tracking?.finish('store');
@@ -222,6 +225,23 @@ async function complete<T, Tx>(
   }
   tracking?.finish('store');
   throw await leaseLostAnswer(call, owner, 'The mutation');
+}
+
+/**
+ * The key's record when it is this call's completion, stored by an earlier try whose answer was
+ * lost: completed under this call's owner token (random, the call's alone) with its result.
+ */
+async function committedEarlier<T, Tx>(
+  call: Call<T, Tx>,
+  completion: Completion & LeaseOwner,
+): Promise<Completed | null> {
+  const record = await call.store.find(completion.scope, completion.key);
+  const ours =
+    record?.status === 'COMPLETED' &&
+    record.ownerToken === completion.ownerToken &&
+    record.result === completion.result &&
+    record.resultIsError === completion.resultIsError;
+  return ours ? { completedAt: record.completedAt!, expiresAt: record.expiresAt } : null;
 }
 
 /** A store that could not be reached: worth another try while the lease lasts. */

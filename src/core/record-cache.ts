@@ -189,7 +189,7 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
 /** The record a completion leaves, as `find` would return it. */
 function completedRecord(
   claim: { request: ClaimRequest; firstSeenAt: Date },
-  completion: { result: string; resultIsError: boolean; ttlMs: number },
+  completion: { result: string; resultIsError: boolean; ttlMs: number; ownerToken?: string },
   completed: Completed,
 ): StoredRecord {
   const { scope, key, operation, fingerprint } = claim.request;
@@ -201,7 +201,7 @@ function completedRecord(
     status: 'COMPLETED',
     result: completion.result,
     resultIsError: completion.resultIsError,
-    ownerToken: null,
+    ownerToken: completion.ownerToken ?? null, // a lease's stays on its completed record, as stored
     lockedUntil: null,
     createdAt: claim.firstSeenAt,
     completedAt: completed.completedAt,

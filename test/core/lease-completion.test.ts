@@ -76,6 +76,33 @@ describe('lease mode: storing the result after the effects happened', () => {
     expect(types()).toEqual(['claimed', 'completed', 'replayed']);
   });
 
+  it('answers with its result when a completion committed but its answer was lost, found on the retry', async () => {
+    const { storeClock } = fakeTime();
+    const base = memoryStore({ clock: storeClock });
+    let lost = 1;
+    const store: Store<undefined> = {
+      ...base,
+      lease: {
+        ...base.lease,
+        async complete(completion) {
+          const completed = await base.lease.complete(completion);
+          if (lost-- > 0)
+            throw new IdempotencyStoreUnavailableError('the connection dropped before the answer');
+          return completed;
+        },
+      },
+    };
+    const { options: call, types } = options(store);
+    const gateway = vi.fn(async () => ({ charged: true }));
+    const running = runIdempotent(call, gateway);
+    await vi.advanceTimersByTimeAsync(1_000);
+    // Not a 409 saying another request took the key over: the record there is this call's.
+    await expect(running).resolves.toMatchObject({ value: { charged: true }, replayed: false });
+    expect(types()).toEqual(['claimed', 'completed']);
+    await expect(runIdempotent(call, gateway)).resolves.toMatchObject({ replayed: true });
+    expect(gateway).toHaveBeenCalledTimes(1);
+  });
+
   it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, which clients never retry by themselves, once the lease may have ended', async () => {
     const { storeClock } = fakeTime();
     const { store } = storeFailingCompletions(Number.POSITIVE_INFINITY, storeClock);

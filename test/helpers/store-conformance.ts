@@ -7,6 +7,7 @@ import {
   IdempotencyKeyMismatchError,
   IdempotencyLeaseLostError,
   IdempotencyStepDivergedError,
+  IdempotencyStoreUnavailableError,
   type LeaseOwner,
   type ResolverClaim,
   type RunIdempotentOptions,
@@ -563,6 +564,31 @@ export function runStoreConformance(
         }
         expect(runs).toBe(1);
       }
+    });
+
+    it('answers with its result when its lease completion committed but the answer was lost', async () => {
+      const scope = uniqueScope();
+      const { options, types } = call(scope, 'lease');
+      const { store } = options;
+      let lost = 1;
+      // Wrapped as the store wraps (`Object.create`): a cache's members are inherited, not own.
+      const lease: NonNullable<typeof store.lease> = Object.assign(Object.create(store.lease!), {
+        async complete(completion: Parameters<typeof lease.complete>[0]) {
+          const completed = await store.lease!.complete(completion);
+          if (lost-- > 0) throw new IdempotencyStoreUnavailableError('the answer was lost');
+          return completed;
+        },
+      });
+      const losing: typeof store = Object.assign(Object.create(store), { lease });
+      let runs = 0;
+      const charge = async () => ++runs;
+      await expect(runIdempotent({ ...options, store: losing }, charge)).resolves.toMatchObject({
+        value: 1,
+        replayed: false,
+      });
+      await expect(runIdempotent(options, charge)).resolves.toMatchObject({ value: 1, replayed: true });
+      expect(runs).toBe(1);
+      expect(types()).toEqual(['claimed', 'completed', 'replayed']);
     });
 
     describe('durable steps (lease mode)', () => {
