@@ -1,5 +1,5 @@
 import { GraphQLError } from 'graphql';
-import { RETRYABLE_STATUSES } from '../client/retry-policy.js';
+import { RETRYABLE_CODES, RETRYABLE_STATUSES } from '../client/retry-policy.js';
 import { isIdempotencyError } from '../core/errors.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
@@ -19,6 +19,26 @@ export function toGraphQLError(error: unknown, retrySafe = true): unknown {
   return new GraphQLError(error.message, {
     extensions: retrySafe || !asksForRetry ? { code: error.code, http } : { code: error.code },
   });
+}
+
+/**
+ * A resolver's own error as the response carries it: a `GraphQLError` with one of our codes that
+ * asks for a retry (a downstream call's 409 or 503 it forwarded) loses its `http` status and
+ * `Retry-After`, since the resolver may have acted before it and a retry would run it again. Any
+ * other error is unchanged; `error` may be one graphql-js located (an operation's errors).
+ */
+export function withoutRetryStatus<E>(error: E): E {
+  if (!(error instanceof GraphQLError)) return error;
+  const { http, ...extensions } = error.extensions;
+  if (http === undefined || !RETRYABLE_CODES.has(extensions.code)) return error;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions,
+  }) as E;
 }
 
 /**

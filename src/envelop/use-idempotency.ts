@@ -31,10 +31,12 @@ import {
   type RunIdempotentOptions,
   runIdempotent,
 } from '../core/run-idempotent.js';
+import { superjsonSerializer } from '../core/serializer.js';
 import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
-import { graphqlErrorCodec, toGraphQLError } from './graphql-error.js';
+import { graphqlErrorCodec, toGraphQLError, withoutRetryStatus } from './graphql-error.js';
+import { refusingReadThroughCode } from './read-through-code.js';
 import { copySchema } from './schema-copy.js';
 import { defersOrStreams, idempotentSelections, mutationTypeIsNested } from './selections.js';
 
@@ -194,6 +196,10 @@ export function useIdempotency<Context = any, Tx = unknown>({
   const prepared = new WeakMap<GraphQLSchema, Prepared>();
   /** How operations under a header key run. */
   const operationMode = core.mode ?? 'transactional';
+  /** A field key stores its resolver's value, which graphql-js reads on: only plain data replays. */
+  const fieldSerializer = refusingReadThroughCode(
+    core.serializer ?? core.store.serializer ?? superjsonSerializer(),
+  );
 
   /** Checks the schema's idempotent fields (throwing on misdeclared ones) and makes its copy. */
   function prepare(schema: GraphQLSchema): Prepared {
@@ -318,6 +324,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           {
             ...core,
             errorCodec,
+            serializer: fieldSerializer,
             ttlMs: field.ttlMs ?? core.ttlMs,
             mode,
             leaseMs: field.leaseMs ?? core.leaseMs,
@@ -336,7 +343,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         // The resolver's own error stays its own, an error of ours it threw too (a nested call's
         // 409): it may have acted before it, so no status that asks for a retry. A step's (its lease
         // lost) speaks for this key: answered as ours.
-        if (thrown?.error === error && !raisedBySteps(error)) throw error;
+        if (thrown?.error === error && !raisedBySteps(error)) throw withoutRetryStatus(error);
         throw toGraphQLError(error, state?.retrySafe ?? false);
       }
     };
@@ -432,7 +439,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           if (fromSteps) throw fromSteps.originalError;
           // Any error rolls the whole operation back, so the data that came with it never happened
           // (under a lease, see `mode`, the key is released instead).
-          if (errors?.length) throw new FailedOperation(errors);
+          if (errors?.length) throw new FailedOperation(errors.map(withoutRetryStatus));
           // The JSON form is what the client saw; a replay sends exactly it again. A result JSON
           // cannot write (a BigInt from a scalar) rolls a transaction back; under a lease, whose
           // effects have happened, it is stored as it is, and its replay fails as the answer does.

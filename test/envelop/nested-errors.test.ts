@@ -1,3 +1,4 @@
+import { GraphQLError } from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { describe, expect, it } from 'vitest';
 import { idempotentFetch } from '../../src/client/index.js';
@@ -114,6 +115,65 @@ describe('useIdempotency: an error of ours that a resolver throws (a nested call
     }
     expect(charges).toBe(2);
   });
+
+  it.each([
+    ['an argument key, under a lease', 'mutation { checkout(idempotencyKey: "order-1") }', {}],
+    ['an Idempotency-Key header, under a lease', 'mutation { checkout }', { 'Idempotency-Key': 'order-1' }],
+  ])(
+    'is the resolver’s own as a GraphQLError it forwards (a downstream answer), under %s: no 409 and no Retry-After',
+    async (_, query, headers) => {
+      let charges = 0;
+      const schema = createSchema({
+        typeDefs: [
+          idempotentDirectiveTypeDefs,
+          'type Query { ping: Boolean } type Mutation { checkout(idempotencyKey: String): String @idempotent(mode: LEASE) }',
+        ],
+        resolvers: {
+          Mutation: {
+            checkout: () => {
+              charges++; // the gateway's charge
+              // A downstream GraphQL service's answer, forwarded as it came (extensions and all).
+              throw new GraphQLError('The idempotency key is in use by a request still running', {
+                extensions: {
+                  code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
+                  http: { status: 409, headers: { 'Retry-After': '2' } },
+                },
+              });
+            },
+          },
+        },
+      });
+      const yoga = createYoga({
+        schema,
+        logging: false,
+        plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice', mode: 'lease' })],
+      });
+      const statuses: (string | number | null)[][] = [];
+      const send = idempotentFetch(
+        async (input, init) => {
+          const response = await yoga.fetch(new Request(input as string, init));
+          statuses.push([response.status, response.headers.get('retry-after')]);
+          return response;
+        },
+        { retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
+      );
+      const response = await send('http://localhost/graphql', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/graphql-response+json',
+          ...headers,
+        },
+        body: JSON.stringify({ query }),
+      });
+      expect(statuses).toHaveLength(1);
+      expect(statuses[0]![0]).not.toBe(409);
+      expect(statuses[0]![1]).toBeNull();
+      const body = (await response.json()) as { errors?: { message: string }[] };
+      expect(body.errors?.[0]?.message).toBe('The idempotency key is in use by a request still running');
+      expect(charges).toBe(1);
+    },
+  );
 
   it('is never kept for the key, whatever replayErrors says, and gets the same answer each time', async () => {
     let runs = 0;
