@@ -85,11 +85,16 @@ export function sqliteFileOfUrl(url: string): string {
   return path;
 }
 
+/** How long `adapterForUrl`'s PostgreSQL pool waits for a connection by default, in ms. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 /** Options of `adapterForUrl`. */
 export interface AdapterForUrlOptions {
   /**
    * PostgreSQL: how long to wait for a connection (to connect, or for a free one in the pool) when
-   * the URL has no `connect_timeout`. @default no limit, as in `pg`
+   * the URL has no `connect_timeout`; `0` waits forever, as `pg` does by default (a server that
+   * accepts connections and never answers would hold every call, a retry's read included).
+   * @default 10_000
    */
   connectTimeoutMs?: number | undefined;
   /**
@@ -147,7 +152,7 @@ async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Pro
     case 'cockroachdb': {
       const { PrismaPg } = await importAdapter<typeof import('@prisma/adapter-pg')>('@prisma/adapter-pg');
       const connectionString = url.replace(/^cockroach(db)?:/i, 'postgresql:');
-      const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs;
+      const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
       // Prisma 6 read the schema from the URL; Prisma 7's adapter takes it as an option.
       const schema = schemaOfUrl(url);
       const pool = { connectionString, connectionTimeoutMillis, ...(await pipelinedClient()) };

@@ -77,6 +77,24 @@ describe('a PostgreSQL server that accepts connections and never answers', () =>
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(calls).toBe(0);
   });
+
+  it('fails the mutation with IDEMPOTENCY_STORE_UNAVAILABLE after 10 s when the URL sets no connect_timeout', async () => {
+    const { port } = silent.address() as AddressInfo;
+    const client = new PostgresClient({
+      adapter: (await adapterForUrl(`postgresql://postgres@127.0.0.1:${port}/test`)) as never,
+    });
+    try {
+      const started = Date.now();
+      const error = await runIdempotent(
+        { store: prismaStore(client), scope: 'u', key: 'k', operation: 'op', input: {} },
+        async () => 1,
+      ).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(9_900);
+    } finally {
+      await client.$disconnect().catch(() => undefined);
+    }
+  }, 20_000);
 });
 
 describe.runIf(process.env.TEST_POSTGRES_URL)('a PostgreSQL pool with no connection free', () => {
