@@ -103,17 +103,23 @@ withDatabaseOptions(
       return;
     }
   }
+  let migrations: Migration[] = [];
   await withDatabase(
     options,
     async ({ provider, adapter }) => {
-      const migrations = await migrationsToApply(provider, options.migrations);
       const applied = await applyMigrations(adapter, provider, migrations);
       if (options.json) return print({ applied });
       print(
         applied.length ? `Applied ${applied.join(', ')}.` : 'Up to date: every migration was applied before.',
       );
     },
-    { createSqliteFile: true },
+    {
+      createSqliteFile: true,
+      // Read before connecting: a folder that is not there must not leave a new SQLite file behind.
+      prepare: async (provider) => {
+        migrations = await migrationsToApply(provider, options.migrations);
+      },
+    },
   );
 });
 
@@ -266,7 +272,10 @@ function hideCredentials(text: string): string {
 async function withDatabase(
   options: DatabaseOptions,
   work: (target: Target) => Promise<void>,
-  { createSqliteFile = false } = {},
+  {
+    createSqliteFile = false,
+    prepare,
+  }: { createSqliteFile?: boolean; prepare?: (provider: Provider) => Promise<void> } = {},
 ): Promise<void> {
   const url = options.databaseUrl;
   // The mariadb driver's pool rejects a promise nobody holds for each connection whose `initSql`
@@ -279,6 +288,7 @@ async function withDatabase(
   try {
     if (!url) throw new Error('no database URL: pass --database-url or set DATABASE_URL');
     const provider = providerOfUrl(url);
+    await prepare?.(provider);
     if (provider === 'sqlite') {
       const file = sqliteFileOfUrl(url);
       if (file === ':memory:') {

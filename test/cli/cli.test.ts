@@ -672,6 +672,20 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(fromUrl.stdout).toContain('CREATE TABLE "idempotency_records"');
   });
 
+  it('reads an app’s migrations before it connects: a folder that is not there leaves no SQLite file behind', async () => {
+    await rm('.tmp/cli-migrate/typo.db', { force: true });
+    const outcome = await cli([
+      'migrate',
+      '--database-url',
+      'file:.tmp/cli-migrate/typo.db',
+      '--migrations',
+      '.tmp/cli-migrate/no-such-folder',
+    ]);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/no-such-folder/);
+    expect(existsSync('.tmp/cli-migrate/typo.db')).toBe(false);
+  });
+
   it('orders an app’s migrations with the package’s as prisma migrate does: by character code', async () => {
     const folder = '.tmp/cli-order/migrations';
     await rm('.tmp/cli-order', { recursive: true, force: true });
