@@ -96,6 +96,7 @@ withDatabaseOptions(
       if (!provider)
         throw new Error('no database URL: pass --database-url, set DATABASE_URL or pass --provider');
       const migrations = await migrationsToApply(provider, options.migrations);
+      if (options.json) return print({ migrations });
       return print(migrations.map(({ name, sql }) => `-- ${name}\n${sql.trimEnd()}\n`).join('\n'));
     } catch (error) {
       process.stderr.write(`idempotent-mutations: ${describe(error, options.databaseUrl)}\n`);

@@ -661,6 +661,15 @@ describe('the idempotent-mutations CLI on bad input', () => {
       ],
     });
 
+    const asJson = await cli(['migrate', '--print', '--json', '--provider', 'sqlite']);
+    const { migrations } = JSON.parse(asJson.stdout) as { migrations: { name: string; sql: string }[] };
+    expect(migrations.map(({ name }) => name)).toEqual([
+      '20261121000000_idempotency_records',
+      '20261130000000_idempotency_steps',
+      '20261201000000_idempotency_steps_expiry',
+    ]);
+    expect(migrations[0]!.sql).toContain('CREATE TABLE "idempotency_records"');
+
     const printed = await cli(['migrate', '--print', '--provider', 'mysql']);
     expect(printed.code).toBe(0);
     expect(printed.stdout).toMatch(/^-- 20261121000000_idempotency_records\n/);
