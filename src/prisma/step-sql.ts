@@ -19,8 +19,9 @@ export interface StepStatements {
   /**
    * Inserts a step only while its record is `IN_PROGRESS` under the owner's token: 1 row, or 0,
    * expiring when the record does (a step must not outlive it: a takeover would resume what a
-   * sweep of the record would have cleared). The record's row is read with a lock, so a takeover cannot commit between the check and this
-   * statement's commit (or the transaction's, for a transactional step).
+   * sweep of the record would have cleared). The record's row is read with a lock, so a takeover
+   * cannot commit between the check and this statement's commit (or the transaction's, for a
+   * transactional step).
    */
   save(step: StepWrite): Sql;
   /** Deletes the key's steps, only while the owner holds the record. */
@@ -68,10 +69,10 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
 /**
  * Deletes at most `batchSize` steps whose record is gone (swept, or released) and whose own expiry
  * has passed, in one short statement; `batchSize` is written into the SQL (a validated integer).
- * A step expires with its record (`ttlMs` after the claim, or after the takeover that resumed it, `keep`), and a
- * call never resumes an expired step. Its expiry is checked too because `idempotency_steps` serves every records table
- * in its schema: a step whose record is not in the table being swept may belong to a live call
- * whose record is in another (`table`).
+ * A step expires with its record (`ttlMs` after the claim, or after the takeover that resumed it,
+ * `keep`), and a call never resumes an expired step. Its expiry is checked too because
+ * `idempotency_steps` serves every records table in its schema: a step whose record is not in the
+ * table being swept may belong to a live call whose record is in another (`table`).
  */
 export function stepSweepStatement(provider: Provider, batchSize: number, tables: StepTables = {}): string {
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {

@@ -19,8 +19,11 @@ function fakeTime() {
   return { storeClock: () => performance.timeOrigin + performance.now() };
 }
 
-/** A memory store whose lease completions fail (the database is down) the first `failures` times. */
-function storeFailingCompletions(failures: number, clock: () => number) {
+/**
+ * A memory store whose lease completions fail (the database is down) the first `failures` times;
+ * `afterCommit`: each of those commits first, and only its answer is lost.
+ */
+function storeFailingCompletions(failures: number, clock: () => number, { afterCommit = false } = {}) {
   const base = memoryStore({ clock });
   let left = failures;
   let attempts = 0;
@@ -30,8 +33,9 @@ function storeFailingCompletions(failures: number, clock: () => number) {
       ...base.lease,
       async complete(completion) {
         attempts++;
+        const completed = afterCommit ? await base.lease.complete(completion) : undefined;
         if (left-- > 0) throw new IdempotencyStoreUnavailableError('the database is down');
-        return base.lease.complete(completion);
+        return completed ?? base.lease.complete(completion);
       },
     },
   };
@@ -78,20 +82,7 @@ describe('lease mode: storing the result after the effects happened', () => {
 
   it('answers with its result when a completion committed but its answer was lost, found on the retry', async () => {
     const { storeClock } = fakeTime();
-    const base = memoryStore({ clock: storeClock });
-    let lost = 1;
-    const store: Store<undefined> = {
-      ...base,
-      lease: {
-        ...base.lease,
-        async complete(completion) {
-          const completed = await base.lease.complete(completion);
-          if (lost-- > 0)
-            throw new IdempotencyStoreUnavailableError('the connection dropped before the answer');
-          return completed;
-        },
-      },
-    };
+    const { store } = storeFailingCompletions(1, storeClock, { afterCommit: true });
     const { options: call, types } = options(store);
     const gateway = vi.fn(async () => ({ charged: true }));
     const running = runIdempotent(call, gateway);

@@ -17,6 +17,20 @@ const post = (
     body: JSON.stringify({ query }),
   });
 
+/** `idempotentFetch` over `yoga`, recording each attempt's status and `Retry-After`. */
+function retryingFetch(yoga: { fetch(request: Request): Response | Promise<Response> }) {
+  const statuses: (string | number | null)[][] = [];
+  const send = idempotentFetch(
+    async (input, init) => {
+      const response = await yoga.fetch(new Request(input as string, init));
+      statuses.push([response.status, response.headers.get('retry-after')]);
+      return response;
+    },
+    { retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
+  );
+  return { send, statuses };
+}
+
 describe('useIdempotency: an error of ours that a resolver throws (a nested call’s)', () => {
   it('is the resolver’s own error after it acted: no 409 and no Retry-After, so idempotentFetch does not run it again', async () => {
     const store = memoryStore();
@@ -59,15 +73,7 @@ describe('useIdempotency: an error of ours that a resolver throws (a nested call
       plugins: [useIdempotency({ store, scope: () => 'alice' })],
     });
     const reserving = reserve();
-    const statuses: (string | number | null)[][] = [];
-    const send = idempotentFetch(
-      async (input, init) => {
-        const response = await yoga.fetch(new Request(input as string, init));
-        statuses.push([response.status, response.headers.get('retry-after')]);
-        return response;
-      },
-      { retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
-    );
+    const { send, statuses } = retryingFetch(yoga);
     await send('http://localhost/graphql', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
@@ -148,15 +154,7 @@ describe('useIdempotency: an error of ours that a resolver throws (a nested call
         logging: false,
         plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice', mode: 'lease' })],
       });
-      const statuses: (string | number | null)[][] = [];
-      const send = idempotentFetch(
-        async (input, init) => {
-          const response = await yoga.fetch(new Request(input as string, init));
-          statuses.push([response.status, response.headers.get('retry-after')]);
-          return response;
-        },
-        { retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
-      );
+      const { send, statuses } = retryingFetch(yoga);
       const response = await send('http://localhost/graphql', {
         method: 'POST',
         headers: {
