@@ -247,14 +247,18 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
         {
           ...core,
           errorCodec: core.errorCodec ?? trpcErrorCodec,
-          replayErrors: (error) =>
-            // In lease mode the resolver's effects stand: an `.output()` after the middleware that
-            // refused its result answers for the key, as a result that cannot be stored does.
-            (mode === 'lease' && isOutputRefusal(error)) ||
-            (replayErrors !== undefined &&
-              !misplaced.has(error as object) &&
-              !(fingerprintInput === 'raw' && isInputRefusal(error)) &&
-              replayErrors(error)),
+          // Only when some error may be kept: a policy in transactional mode costs a savepoint.
+          replayErrors:
+            mode === 'lease' || replayErrors !== undefined
+              ? (error) =>
+                  // In lease mode the resolver's effects stand: an `.output()` after the middleware
+                  // that refused its result answers for the key, as a result that cannot be stored does.
+                  (mode === 'lease' && isOutputRefusal(error)) ||
+                  (replayErrors !== undefined &&
+                    !misplaced.has(error as object) &&
+                    !(fingerprintInput === 'raw' && isInputRefusal(error)) &&
+                    replayErrors(error))
+              : undefined,
           ttlMs: policy?.ttlMs ?? core.ttlMs,
           mode,
           leaseMs: policy?.leaseMs ?? core.leaseMs,

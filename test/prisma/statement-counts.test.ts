@@ -1,12 +1,16 @@
 import { PrismaMariaDb } from '@prisma/adapter-mariadb';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Decimal } from '@prisma/client/runtime/client';
+import { initTRPC } from '@trpc/server';
+import { createSchema, createYoga } from 'graphql-yoga';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import { PrismaClient } from '../../generated/postgresql/client.js';
+import { useIdempotency } from '../../src/envelop/index.js';
 import { runIdempotent } from '../../src/index.js';
 import { directStatements, prismaStore } from '../../src/prisma/index.js';
+import { idempotency } from '../../src/trpc/index.js';
 import { uniqueScope } from '../helpers/databases.js';
 import { gate } from '../helpers/gate.js';
 import { recordedAdapter } from '../helpers/recorded-adapter.js';
@@ -132,6 +136,62 @@ const url = process.env.TEST_POSTGRES_URL;
       await client.prisma.$disconnect();
     }
   });
+
+  // The integrations only translate: a call through them sends what `runIdempotent` sends.
+  const FIRST_ATTEMPT = { 'idempotency-key': 'k', 'idempotency-attempt': '1' };
+
+  // Through the client and past it (`directStatements`, where a savepoint would be sent).
+  const throughAndPast = [false, true];
+
+  it.each(throughAndPast)(
+    'fresh key through the tRPC middleware, first attempt, directStatements %s: the same five statements',
+    async (direct) => {
+      const client = countedClient({ direct });
+      try {
+        const scope = uniqueScope();
+        const t = initTRPC.context<{ req: { headers: Record<string, string> } }>().create();
+        const router = t.router({
+          pay: t.procedure
+            .use(idempotency({ store: prismaStore(client.prisma), scope: () => scope }))
+            .mutation(({ ctx }) => pay(scope)(ctx.tx)),
+        });
+        const caller = t.createCallerFactory(router)({ req: { headers: FIRST_ATTEMPT } });
+        const sent = await counted(client, () => caller.pay());
+        expect(sent).toEqual(['BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
+      } finally {
+        await client.prisma.$disconnect();
+      }
+    },
+  );
+
+  it.each(throughAndPast)(
+    'fresh key through the Envelop plugin (Yoga), first attempt, directStatements %s: the same five statements',
+    async (direct) => {
+      const client = countedClient({ direct });
+      try {
+        const scope = uniqueScope();
+        const yoga = createYoga({
+          schema: createSchema({
+            typeDefs: 'type Query { ok: Boolean } type Mutation { pay: Int! }',
+            resolvers: { Mutation: { pay: async (_, __, { tx }) => (await pay(scope)(tx)).id } },
+          }),
+          logging: false,
+          plugins: [useIdempotency({ store: prismaStore(client.prisma), scope: () => scope })],
+        });
+        const sent = await counted(client, async () => {
+          const response = await yoga.fetch('http://yoga/graphql', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...FIRST_ATTEMPT },
+            body: JSON.stringify({ query: 'mutation { pay }' }),
+          });
+          expect(await response.json()).toMatchObject({ data: { pay: expect.any(Number) } });
+        });
+        expect(sent).toEqual(['BEGIN', CLAIM, 'INSERT payments', 'UPDATE idempotency_records', 'COMMIT']);
+      } finally {
+        await client.prisma.$disconnect();
+      }
+    },
+  );
 
   it('a first attempt whose key already completed (a wrong hint): replayed through the claim', async () => {
     const scope = uniqueScope();
