@@ -251,13 +251,15 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           replayErrors:
             mode === 'lease' || replayErrors !== undefined
               ? (error) =>
-                  // In lease mode the resolver's effects stand: an `.output()` after the middleware
-                  // that refused its result answers for the key, as a result that cannot be stored does.
-                  (mode === 'lease' && isOutputRefusal(error)) ||
-                  (replayErrors !== undefined &&
-                    !misplaced.has(error as object) &&
-                    !(fingerprintInput === 'raw' && isInputRefusal(error)) &&
-                    replayErrors(error))
+                  // An `.output()` after the middleware refused the result. In lease mode its
+                  // effects stand, so the refusal answers for the key, as a result that cannot be
+                  // stored does; in transactional mode they roll back, so nothing is kept.
+                  isOutputRefusal(error)
+                    ? mode === 'lease'
+                    : replayErrors !== undefined &&
+                      !misplaced.has(error as object) &&
+                      !(fingerprintInput === 'raw' && isInputRefusal(error)) &&
+                      replayErrors(error)
               : undefined,
           ttlMs: policy?.ttlMs ?? core.ttlMs,
           mode,
@@ -463,12 +465,14 @@ function isOutputRefusal(error: unknown): boolean {
 
 /**
  * tRPC's refusal of an input by an `.input()` validator after the middleware (`fingerprintInput:
- * 'raw'`): a `BAD_REQUEST` whose cause lists the validator's `issues` (Standard Schema, zod). The
- * resolver never ran: never stored for replay, so the key stays usable with a corrected input.
+ * 'raw'`): a `BAD_REQUEST` whose cause lists the validator's `issues` (Standard Schema: zod,
+ * Valibot), or its `arkErrors` (ArkType, whose own `assert` tRPC calls). The resolver never ran:
+ * never stored for replay, so the key stays usable with a corrected input.
  */
 function isInputRefusal(error: unknown): boolean {
   if (!(error instanceof TRPCError) || error.code !== 'BAD_REQUEST') return false;
-  return Array.isArray((error.cause as { issues?: unknown } | undefined)?.issues);
+  const cause = error.cause as { issues?: unknown; arkErrors?: unknown } | undefined;
+  return Array.isArray(cause?.issues) || Array.isArray(cause?.arkErrors);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

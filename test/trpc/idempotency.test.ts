@@ -498,6 +498,42 @@ describe('idempotency() through createCaller', () => {
     await expect(caller.pay({ amount: '1' })).resolves.toBe('1: 1');
   });
 
+  it("never stores an ArkType type's refusal under fingerprintInput: 'raw' either", async () => {
+    // What ArkType's `assert` throws (tRPC calls it, not the Standard Schema interface): a
+    // `TraversalError` listing its errors in a non-enumerable `arkErrors`, with no `issues`.
+    class TraversalError extends Error {
+      override name = 'TraversalError';
+      constructor(errors: string[]) {
+        super(errors.join('\n'));
+        Object.defineProperty(this, 'arkErrors', { value: errors, enumerable: false });
+      }
+    }
+    const arkLike = Object.assign((raw: unknown) => raw as { amount: string }, {
+      assert: (raw: unknown) => {
+        const { amount } = raw as { amount: unknown };
+        if (typeof amount !== 'string')
+          throw new TraversalError([`amount must be a string (was ${typeof amount})`]);
+        return { amount };
+      },
+    });
+    let runs = 0;
+    const base = t.procedure.use(
+      idempotency({
+        store: memoryStore(),
+        scope: ({ ctx }) => ctx.user.id,
+        fingerprintInput: 'raw',
+        replayErrors: (error) => error instanceof TRPCError && error.code === 'BAD_REQUEST',
+      }),
+    );
+    const router = t.router({
+      pay: base.input(arkLike).mutation(({ input }) => `${++runs}: ${input.amount}`),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const refused = await rejectionOf(caller.pay({ amount: 1 } as never));
+    expect([refused.code, refused.cause?.name]).toEqual(['BAD_REQUEST', 'TraversalError']);
+    await expect(caller.pay({ amount: '1' })).resolves.toBe('1: 1');
+  });
+
   it('answers a duplicate still running after waitTimeoutMs with CONFLICT and a Retry-After header', async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));

@@ -7,12 +7,12 @@ import { idempotency } from '../../src/trpc/index.js';
 const t = initTRPC.context<{ user: string }>().create();
 
 /** A procedure whose `.output()` (after the middleware) refuses what its resolver returns. */
-function refusedOutput(mode: 'lease' | 'transactional') {
+function refusedOutput(mode: 'lease' | 'transactional', replayErrors?: (error: unknown) => boolean) {
   const charges: number[] = [];
   const router = t.router({
     pay: t.procedure
       .input(z.object({ amount: z.number(), idempotencyKey: z.string() }))
-      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user, mode }))
+      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user, mode, replayErrors }))
       .output(z.object({ id: z.string() }))
       .mutation(({ input }) => ({ id: charges.push(input.amount) as unknown as string })),
   });
@@ -37,10 +37,22 @@ describe('idempotency() before an .output() that refuses the result', () => {
     expect(charges).toEqual([10]);
   });
 
-  it('in transactional mode stores nothing: the refusal rolls the call back, and a retry runs it again', async () => {
-    const { charges, pay } = refusedOutput('transactional');
-    expect(await pay()).toMatchObject({ code: 'INTERNAL_SERVER_ERROR', message: 'Output validation failed' });
-    expect(await pay()).toMatchObject({ code: 'INTERNAL_SERVER_ERROR', message: 'Output validation failed' });
-    expect(charges).toEqual([10, 10]);
-  });
+  it.each([
+    ['no replayErrors', undefined],
+    ['replayErrors accepting every TRPCError', (error: unknown) => error instanceof TRPCError],
+  ])(
+    'in transactional mode stores nothing, with %s: the refusal rolls the call back, and a retry runs it again',
+    async (_, replayErrors) => {
+      const { charges, pay } = refusedOutput('transactional', replayErrors);
+      expect(await pay()).toMatchObject({
+        code: 'INTERNAL_SERVER_ERROR',
+        message: 'Output validation failed',
+      });
+      expect(await pay()).toMatchObject({
+        code: 'INTERNAL_SERVER_ERROR',
+        message: 'Output validation failed',
+      });
+      expect(charges).toEqual([10, 10]);
+    },
+  );
 });
