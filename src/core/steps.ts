@@ -142,6 +142,13 @@ export class StepJournal<T, Tx> {
     if (typeof name !== 'string' || name.length === 0 || name.length > 255) {
       throw new TypeError('A step name must be a string of 1 to 255 characters');
     }
+    // Refused on every store, before `fn` runs: a name the database would store as another (or
+    // not at all) would fail its save after its effects, on every retry again.
+    if (name.endsWith(' ') || name.includes('\u0000') || /\p{Cs}/u.test(name)) {
+      throw new TypeError(
+        `The step name ${JSON.stringify(name)} ends in a space, holds a NUL character or an unpaired surrogate: MySQL/MariaDB compare names with trailing spaces ignored (it would be another step's), PostgreSQL stores no NUL, and an unpaired surrogate is stored as U+FFFD`,
+      );
+    }
     if (this.finished) throw new Error(`step("${name}") was called after the resolver returned`);
     if (this.running) {
       throw new Error(`step("${name}") started while another step ran: await each step before the next`);

@@ -24,6 +24,12 @@ export interface StepStatements {
    * transactional step).
    */
   save(step: StepWrite): Sql;
+  /**
+   * `save` inside a transactional step's transaction. On MySQL/MariaDB, only while the session is
+   * still in it: a deadlock (which `fn` may have caught) or a Galera abort rolled the step's writes
+   * back, and the statement would commit on its own, a step stored without its writes.
+   */
+  saveInTransaction(step: StepWrite): Sql;
   /** Deletes the key's steps, only while the owner holds the record. */
   clear(owner: LeaseOwner): Sql;
   /** Makes the key's live steps expire when their record does, only while the owner holds it. */
@@ -53,12 +59,14 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
   // it reads only from REPEATABLE READ up) and PostgreSQL's DELETE … EXISTS read the old owner's
   // token and let a stale owner write. SQLite has one writer.
   const lock = raw(postgres ? ' FOR SHARE' : mysql ? ' LOCK IN SHARE MODE' : '');
+  const save = (s: StepWrite, guard: Sql) =>
+    sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, expires_at FROM ${records} WHERE ${owned(s)}${guard}${lock}`;
 
   return {
     list: (scope, key) =>
       sql`SELECT name, ordinal, fingerprint, result, result_is_error, ${raw(clock.select('created_at'))}, ${raw(clock.msUntil('expires_at'))} AS live_for_ms FROM ${steps} WHERE ${where(scope, key)} ORDER BY ordinal`,
-    save: (s) =>
-      sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, expires_at FROM ${records} WHERE ${owned(s)}${lock}`,
+    save: (s) => save(s, raw('')),
+    saveInTransaction: (s) => save(s, raw(mysql ? ' AND @@in_transaction = 1' : '')),
     clear: (owner) =>
       sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
     keep: (owner) =>

@@ -311,9 +311,13 @@ export function prismaStore<Client extends PrismaClientLike>(
       async keep(owner) {
         await committed((client) => changes(client, steps.keep(owner)));
       },
+      // Asked whether the database ended the transaction when the step fails: a save that found
+      // the session out of it (`saveInTransaction`) is then the outcome unknown, not a lost lease.
       transaction: (work) =>
-        interactive((tx, own) =>
-          work({ tx, save: async (step) => (await changes(own, steps.save(step))) > 0 }),
+        interactive(
+          (tx, own) =>
+            work({ tx, save: async (step) => (await changes(own, steps.saveInTransaction(step))) > 0 }),
+          { askIfAborted: true },
         ),
     };
   }

@@ -1006,6 +1006,24 @@ export function runStoreConformance(
         expect(types().includes('outcome_unknown')).toBe(code === 'IDEMPOTENCY_OUTCOME_UNKNOWN');
       });
 
+      it('refuses, before its fn runs, a step name some database would store as another or not at all', async () => {
+        const { options } = call(uniqueScope(), 'lease');
+        const fn = vi.fn(() => 'sent');
+        for (const name of ['email ann ', 'email\u0000ann', 'email \ud800']) {
+          await expect(runIdempotent(options, async (_tx, { step }) => step!(name, fn))).rejects.toThrow(
+            TypeError,
+          );
+        }
+        expect(fn).not.toHaveBeenCalled();
+        // Spaces inside a name, and a trailing tab, are names like any other.
+        await expect(
+          runIdempotent(options, async (_tx, { step }) => [
+            await step!('email ann', fn),
+            await step!('email\t', fn),
+          ]),
+        ).resolves.toMatchObject({ value: ['sent', 'sent'] });
+      });
+
       it('refuses a step name used twice in one call', async () => {
         const { options } = call(uniqueScope(), 'lease');
         const fn = vi.fn(() => 'ran');

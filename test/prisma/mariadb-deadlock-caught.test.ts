@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client.js';
 import type { PrismaClient as SqliteClient } from '../../generated/sqlite/client.js';
+import { type ResolverClaim, runIdempotent, type Step } from '../../src/index.js';
 import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
 import { prismaStore } from '../../src/prisma/index.js';
 import { idempotency } from '../../src/trpc/index.js';
@@ -194,5 +195,43 @@ function deadlock(x: Client) {
     expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
     if (r.ok) expect(payments.map((p) => p.id)).toContain(r.value.paymentId);
     expect(retry).toEqual(r.ok ? { ok: true, value: r.value } : expect.anything());
+  });
+
+  it('a transactional step whose fn catches the deadlock: its record is not stored without its writes', async () => {
+    const userId = `u-${Math.random().toString(36).slice(2)}`;
+    const store = prismaStore(a);
+    let lock: ReturnType<typeof deadlock> | undefined;
+    const pay = () =>
+      settled(
+        runIdempotent(
+          { store, scope: userId, key: 'k', operation: 'pay', input: { amount: '5.00' }, mode: 'lease' },
+          (_tx, claim: ResolverClaim<unknown>) =>
+            (claim.step as Step<Client>)(
+              'pay',
+              async ({ tx }) => {
+                const payment = await tx.payment.create({
+                  data: { userId, amount: new Decimal('5.00'), currency: 'EUR' },
+                });
+                await lock?.victim(tx);
+                return payment.id;
+              },
+              { transactional: true },
+            ),
+        ),
+      );
+    const struck = deadlock(x);
+    lock = struck;
+    await struck.held;
+    const first = pay();
+    await struck.ready;
+    await struck.strike();
+    const answered = await first;
+    lock = undefined;
+    expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
+    // The step's payment rolled back with the deadlock: its record did not commit on its own.
+    expect(await x.payment.findMany({ where: { userId } })).toEqual([]);
+    expect(await store.steps!.list(userId, 'k')).toEqual([]);
+    // Statements after the deadlock would have committed on their own: not run again, not "retry me".
+    expect(answered).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' } });
   });
 });
