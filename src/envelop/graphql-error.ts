@@ -7,17 +7,21 @@ import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
 /**
  * One of our errors as a `GraphQLError` with `extensions.code` and `extensions.http` (the status,
  * and `Retry-After` for `IDEMPOTENCY_KEY_IN_PROGRESS`), which Yoga makes the response's; any other
- * error comes back unchanged. A status that asks for a retry (409, 503) is left out unless
- * `retrySafe`: a retry of the whole request must then run nothing again.
+ * error comes back unchanged. The status is left out unless it may speak for the whole request: a
+ * status that asks for a retry (409, 503) when `retrySafe` (a retry of the whole request runs
+ * nothing again), any other when the error `answersRequest` (nothing else in the request ran).
  */
-export function toGraphQLError(error: unknown, retrySafe = true): unknown {
+export function toGraphQLError(
+  error: unknown,
+  { retrySafe, answersRequest } = { retrySafe: true, answersRequest: true },
+): unknown {
   if (!isIdempotencyError(error)) return error;
   const http = httpAnswerOf(error);
-  const asksForRetry = RETRYABLE_STATUSES.has(http.status);
+  const speaks = RETRYABLE_STATUSES.has(http.status) ? retrySafe : answersRequest;
   // Deliberately without `originalError`: servers that mask unexpected errors (Yoga does) pass a
   // GraphQLError through only when it does not wrap another error.
   return new GraphQLError(error.message, {
-    extensions: retrySafe || !asksForRetry ? { code: error.code, http } : { code: error.code },
+    extensions: speaks ? { code: error.code, http } : { code: error.code },
   });
 }
 

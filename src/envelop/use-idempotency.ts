@@ -38,7 +38,12 @@ import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError, withoutRetryStatus } from './graphql-error.js';
 import { refusingReadThroughCode } from './read-through-code.js';
 import { copySchema } from './schema-copy.js';
-import { defersOrStreams, idempotentSelections, mutationTypeIsNested } from './selections.js';
+import {
+  defersOrStreams,
+  type IdempotentSelection,
+  idempotentSelections,
+  mutationTypeIsNested,
+} from './selections.js';
 
 /** Matches every field of the mutation type (to find any selected below the root). */
 const anyField = { has: () => true, size: 1 };
@@ -128,6 +133,12 @@ interface Execution {
    * 503): only when a retry of the operation runs nothing again.
    */
   retrySafe: boolean;
+  /**
+   * Whether any other status of a field's error (a 400, a 422, a 500) may be the response's: only
+   * when the field is all the request runs. Beside other fields, which may have run and committed,
+   * it would tell a client that the whole request failed.
+   */
+  answersRequest: boolean;
   fields: Map<string | number, IdempotencyExtension>;
 }
 
@@ -208,6 +219,15 @@ export function useIdempotency<Context = any, Tx = unknown>({
     const fields = new Map<string, IdempotentField>();
     for (const [field, options] of idempotentFieldsOf(schema, argumentName)) fields.set(field.name, options);
     const mutationType = schema.getMutationType();
+    // A `leaseMs` on a field that runs in transactional mode by default would be ignored.
+    const leaseless = [...fields].filter(
+      ([, field]) => field.leaseMs !== undefined && modeOf(core.store, field.mode, core.mode) !== 'lease',
+    );
+    if (leaseless.length > 0) {
+      throw new Error(
+        `useIdempotency: misdeclared idempotent fields\n  ${leaseless.map(([name]) => `${mutationType?.name}.${name}: leaseMs applies only in lease mode, and the field runs in transactional mode (the plugin's and the store's default): declare its mode as lease too`).join('\n  ')}`,
+      );
+    }
     done = {
       schema:
         fields.size === 0
@@ -344,7 +364,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         // 409): it may have acted before it, so no status that asks for a retry. A step's (its lease
         // lost) speaks for this key: answered as ours.
         if (thrown?.error === error && !raisedBySteps(error)) throw withoutRetryStatus(error);
-        throw toGraphQLError(error, state?.retrySafe ?? false);
+        throw toGraphQLError(error, state ?? { retrySafe: false, answersRequest: false });
       }
     };
   }
@@ -515,11 +535,13 @@ export function useIdempotency<Context = any, Tx = unknown>({
         return;
       }
       const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
+      const sole = key === undefined && selected > 0 ? soleRootField(args, operation) : undefined;
       const state: Execution = {
         operationKey: key,
         firstAttempt,
         fields: new Map(),
-        retrySafe: key !== undefined || (selected > 0 && onlyKeyedField(args, operation)),
+        retrySafe: key !== undefined || (sole !== undefined && keyedField(args, operation, sole)),
+        answersRequest: key !== undefined || sole !== undefined,
       };
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with
       // a root value of their own through which those fields find this execution's state.
@@ -580,27 +602,36 @@ export function useIdempotency<Context = any, Tx = unknown>({
     }
   }
 
+  /** The operation's one root field, when the request holds no other operation. */
+  function soleRootField(
+    args: ExecutionArgs,
+    operation: OperationDefinitionNode,
+  ): IdempotentSelection | undefined {
+    if (isBatched(args.contextValue)) return undefined;
+    const root = idempotentSelections(args.schema, args.document, operation, anyField).filter(
+      (selection) => selection.atRoot,
+    );
+    return root.length === 1 ? root[0] : undefined;
+  }
+
   /**
-   * Whether `operation` selects one root field, an idempotent field given its key, in a request
-   * that holds no other operation: only then does a field's 409 or 503 speak for the whole response
-   * (Yoga answers with the highest status of its errors). Beside another field, even a keyed one,
-   * a retry could run something again: an unkeyed field, or a keyed field in lease mode whose
-   * resolver failed (its key freed) or whose outcome is unknown.
+   * Whether the request's sole root field (`soleRootField`) is an idempotent field given its key:
+   * only then does a field's 409 or 503 speak for the whole response (Yoga answers with the highest
+   * status of its errors). Beside another field, even a keyed one, a retry could run something
+   * again: an unkeyed field, or a keyed field in lease mode whose resolver failed (its key freed) or
+   * whose outcome is unknown.
    */
-  function onlyKeyedField(args: ExecutionArgs, operation: OperationDefinitionNode): boolean {
-    if (isBatched(args.contextValue)) return false;
+  function keyedField(
+    args: ExecutionArgs,
+    operation: OperationDefinitionNode,
+    { fieldName, node }: IdempotentSelection,
+  ): boolean {
+    if (!prepare(args.schema).fields.has(fieldName)) return false;
     const variables = getVariableValues(args.schema, operation.variableDefinitions ?? [], {
       ...args.variableValues,
     });
     if (variables.errors) return false;
-    const { fields } = prepare(args.schema);
     const mutationFields = args.schema.getMutationType()?.getFields() ?? {};
-    const root = idempotentSelections(args.schema, args.document, operation, anyField).filter(
-      (selection) => selection.atRoot,
-    );
-    if (root.length !== 1) return false;
-    const { fieldName, node } = root[0]!;
-    if (!fields.has(fieldName)) return false;
     try {
       return getArgumentValues(mutationFields[fieldName]!, node, variables.coerced)[argumentName] != null;
     } catch {
@@ -756,6 +787,26 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 function withTransaction(context: unknown, txName: string, tx: unknown): object {
   const own: PropertyDescriptorMap = {};
   if (typeof context === 'object' && context !== null) {
+    // A class's methods and getters run on the shared context, not on this one, which has none of
+    // its private fields (`#userId`); the same method each time it is read.
+    const bound = new Map<PropertyKey, { method: unknown; bound: unknown }>();
+    for (const name of classMembersOf(context)) {
+      own[name] = {
+        configurable: true,
+        get() {
+          const member: unknown = Reflect.get(context, name);
+          if (typeof member !== 'function') return member;
+          const known = bound.get(name);
+          if (known?.method === member) return known.bound;
+          const method = { method: member, bound: member.bind(context) };
+          bound.set(name, method);
+          return method.bound;
+        },
+        set(this: object, value: unknown) {
+          Object.defineProperty(this, name, { value, writable: true, configurable: true });
+        },
+      };
+    }
     // The shared context's own members are this one's own too, so that `{ ...context }` holds
     // them; each reads the shared one as it is now, and a write stays this context's, as it would
     // on an object that inherits them.
@@ -777,6 +828,21 @@ function withTransaction(context: unknown, txName: string, tx: unknown): object 
     ...own,
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
   });
+}
+
+/** The members a context gets from its class (not from `Object.prototype`), but `constructor`. */
+function classMembersOf(context: object): PropertyKey[] {
+  const names: PropertyKey[] = [];
+  for (
+    let prototype = Object.getPrototypeOf(context);
+    prototype !== null && prototype !== Object.prototype;
+    prototype = Object.getPrototypeOf(prototype)
+  ) {
+    for (const name of Reflect.ownKeys(prototype)) {
+      if (name !== 'constructor' && !names.includes(name)) names.push(name);
+    }
+  }
+  return names;
 }
 
 /** What an idempotent resolver finds at `context.idempotency`. */

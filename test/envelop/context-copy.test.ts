@@ -1,3 +1,5 @@
+import { envelop, useEngine, useSchema } from '@envelop/core';
+import * as graphql from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { describe, expect, it } from 'vitest';
 import { useIdempotency } from '../../src/envelop/index.js';
@@ -94,5 +96,62 @@ describe("the resolver's context", () => {
       userId: 'alice',
     });
     expect(seen).toEqual(['bob', 'bob', 'mine']);
+  });
+});
+
+describe('useIdempotency and a context that is an instance of a class (Envelop without Yoga)', () => {
+  /** A request scope of the application's own, with a private field its methods and getters read. */
+  class RequestContext {
+    readonly #userId: string;
+    constructor(
+      userId: string,
+      readonly req: { headers: Record<string, string> },
+    ) {
+      this.#userId = userId;
+    }
+    userId() {
+      return this.#userId;
+    }
+    get user() {
+      return { id: this.#userId };
+    }
+  }
+  const schema = graphql.buildSchema(
+    'type Query { me: String } type Mutation { pay(amount: Int!, idempotencyKey: String): String! note: String! }',
+  );
+  const rootValue = {
+    me: (_: unknown, context: RequestContext) => context.userId(),
+    pay: (_: unknown, context: RequestContext) => `paid by ${context.userId()} (${context.user.id})`,
+    note: (_: unknown, context: RequestContext) => {
+      const read = context.userId;
+      return `note by ${context.userId()}, the same method: ${read === context.userId}`;
+    },
+  };
+  const getEnveloped = envelop({
+    plugins: [
+      useEngine(graphql),
+      useSchema(schema),
+      useIdempotency({ store: memoryStore(), scope: (context: RequestContext) => context.userId() }),
+    ],
+  });
+  async function run(query: string, headers: Record<string, string> = {}) {
+    const { execute, schema: enveloped, parse } = getEnveloped();
+    return (await execute({
+      schema: enveloped,
+      document: parse(query),
+      rootValue,
+      contextValue: new RequestContext('alice', { headers }),
+    })) as graphql.ExecutionResult;
+  }
+
+  it('runs its methods and getters on the context itself, under a field key and a header key', async () => {
+    expect(await run('mutation { pay(amount: 1, idempotencyKey: "k-1") }')).toEqual({
+      data: { pay: 'paid by alice (alice)' },
+      extensions: expect.anything(),
+    });
+    expect(await run('mutation { note }', { 'idempotency-key': 'k-2' })).toEqual({
+      data: { note: 'note by alice, the same method: true' },
+      extensions: expect.anything(),
+    });
   });
 });

@@ -65,9 +65,21 @@ describe('useIdempotency at schema build', () => {
       'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(mode: TRANSACTIONAL, leaseMs: 5000) }',
       'Mutation.pay: @idempotent(leaseMs:) applies only with mode: LEASE',
     ],
+    [
+      'a leaseMs on a field the store’s default runs in transactional mode',
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(leaseMs: 5000) }',
+      'Mutation.pay: leaseMs applies only in lease mode, and the field runs in transactional mode',
+    ],
   ])('reports %s, naming the field', (_, typeDefs, message) => {
     const { schema } = paymentsSchema(typeDefs);
     expect(() => yogaFor(schema)).toThrow(message);
+  });
+
+  it('takes a leaseMs without a mode on a field the plugin’s options run in lease mode', () => {
+    const { schema } = paymentsSchema(
+      'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! @idempotent(leaseMs: 5000) }',
+    );
+    expect(() => yogaFor(schema, { mode: 'lease' })).not.toThrow();
   });
 
   it('reports @idempotent used in a schema that does not declare it (built without validating its SDL)', () => {
@@ -214,6 +226,37 @@ describe('useIdempotency errors', () => {
         status,
         retryAfter,
       });
+    },
+  );
+
+  it.each([
+    [
+      'a reused key beside another field',
+      'tip(amount: 2, idempotencyKey: "k-2") pay(amount: 6, idempotencyKey: "k-1")',
+      200,
+      'IDEMPOTENCY_KEY_MISMATCH',
+    ],
+    ['a reused key alone', 'pay(amount: 6, idempotencyKey: "k-1")', 422, 'IDEMPOTENCY_KEY_MISMATCH'],
+    [
+      'a missing key beside an unkeyed field',
+      'note(text: "hi") pay(amount: 1)',
+      200,
+      'IDEMPOTENCY_KEY_MISSING',
+    ],
+    ['a missing key alone', 'pay(amount: 1)', 400, 'IDEMPOTENCY_KEY_MISSING'],
+  ])(
+    'sets the response’s status by a field’s error only when nothing else ran: %s',
+    async (_name, fields, status, code) => {
+      const { schema } = paymentsSchema(
+        'type Mutation { pay(amount: Int!, idempotencyKey: String): Int! tip(amount: Int!, idempotencyKey: String): Int! note(text: String!): String! }',
+        { Mutation: { tip: (_: unknown, { amount }: { amount: number }) => amount, note: () => 'noted' } },
+      );
+      const { send } = yogaFor(schema);
+      await send('mutation { pay(amount: 5, idempotencyKey: "k-1") }');
+      const answer = await send(`mutation { ${fields} }`);
+      expect(answer.body.errors).toMatchObject([{ extensions: { code } }]);
+      // A client that takes a 4xx for a failed request would drop the data of the field that ran.
+      expect(answer.status).toBe(status);
     },
   );
 

@@ -1,7 +1,9 @@
+import { GraphQLScalarType } from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
+import SuperJSON from 'superjson';
 import { describe, expect, it } from 'vitest';
 import { idempotentDirectiveTypeDefs, useIdempotency } from '../../src/envelop/index.js';
-import { memoryStore } from '../../src/index.js';
+import { memoryStore, type Serializer } from '../../src/index.js';
 
 /** A field key's result that graphql-js reads through code: a function member, or a class's getter. */
 class Payment {
@@ -11,15 +13,39 @@ class Payment {
   }
 }
 
-function server(mode: 'TRANSACTIONAL' | 'LEASE', value: () => unknown) {
+/** A class whose method graphql-js's default resolver calls for `amount`. */
+class Charge {
+  constructor(readonly id: number) {}
+  amount() {
+    return '5.00';
+  }
+}
+
+/** A custom scalar's value whose `serialize` calls its method. */
+class Money {
+  constructor(readonly cents: number) {}
+  format() {
+    return (this.cents / 100).toFixed(2);
+  }
+}
+
+function server(
+  mode: 'TRANSACTIONAL' | 'LEASE',
+  value: () => unknown,
+  options: { serializer?: Serializer } = {},
+) {
   let runs = 0;
   const schema = createSchema({
     typeDefs: [
       idempotentDirectiveTypeDefs,
-      'type Query { ping: Boolean } type Payment { id: Int!, amount: String! }',
+      'scalar Money type Query { ping: Boolean } type Payment { id: Int!, amount: Money! }',
       `type Mutation { pay(idempotencyKey: String): Payment! @idempotent(mode: ${mode}) }`,
     ],
     resolvers: {
+      Money: new GraphQLScalarType({
+        name: 'Money',
+        serialize: (value) => (value instanceof Money ? value.format() : String(value)),
+      }),
       Mutation: {
         pay: () => {
           runs++;
@@ -31,7 +57,7 @@ function server(mode: 'TRANSACTIONAL' | 'LEASE', value: () => unknown) {
   const yoga = createYoga({
     schema,
     logging: false,
-    plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice' })],
+    plugins: [useIdempotency({ store: memoryStore(options), scope: () => 'alice' })],
   });
   const pay = async () => {
     const response = await yoga.fetch('http://localhost/graphql', {
@@ -50,7 +76,9 @@ function server(mode: 'TRANSACTIONAL' | 'LEASE', value: () => unknown) {
 describe('useIdempotency: a field key’s result that graphql-js reads through code', () => {
   it.each([
     ['a function member', () => ({ id: 1, amount: () => '5.00' }), /member "amount" is a function/],
-    ['a class’s getter', () => new Payment(1), /an instance of Payment reads "amount" through a getter/],
+    ['a class’s getter', () => new Payment(1), /an instance of Payment gets "amount" from its class/],
+    ['a class’s method', () => new Charge(1), /an instance of Charge gets "amount" from its class/],
+    ['a custom scalar’s value of a class', () => ({ id: 1, amount: new Money(500) }), /Money gets "format"/],
   ])(
     'refuses %s as unstorable: nothing commits, and no replay fails where the first call answered',
     async (_, value, why) => {
@@ -82,6 +110,20 @@ describe('useIdempotency: a field key’s result that graphql-js reads through c
     const { pay, runs } = server('TRANSACTIONAL', () => new Row(1, '5.00'));
     const first = await pay();
     expect(first.data).toEqual({ pay: { id: 1, amount: '5.00' } });
+    expect((await pay()).data).toEqual(first.data);
+    expect(runs()).toBe(1);
+  });
+
+  it('stores an instance of a class with methods when the store’s serializer keeps the class', async () => {
+    const superjson = new SuperJSON();
+    superjson.registerClass(Charge, { identifier: 'Charge' });
+    const serializer: Serializer = {
+      serialize: (value) => superjson.stringify(value),
+      deserialize: (text) => superjson.parse(text),
+    };
+    const { pay, runs } = server('TRANSACTIONAL', () => new Charge(1), { serializer });
+    const first = await pay();
+    expect(first).toEqual({ data: { pay: { id: 1, amount: '5.00' } }, extensions: expect.anything() });
     expect((await pay()).data).toEqual(first.data);
     expect(runs()).toBe(1);
   });
