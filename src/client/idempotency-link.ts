@@ -59,8 +59,9 @@ export interface IdempotencyLinkOptions {
  * A tRPC v11 link that makes every mutation safe to retry: it gives each call one idempotency key
  * (a caller's `context.idempotencyKey`, or a key already in the input, wins), keeps that key for all
  * of the call's attempts, and retries network failures, 409 (key still in progress, honouring
- * `Retry-After`) and 503 (store unavailable) with jittered exponential backoff. Other errors,
- * 400 and 422 among them, are returned at once; `op.signal` stops the retries. Queries and
+ * `Retry-After`), 503 (store unavailable) and answers that are not the server's (a proxy's 502 or
+ * 504, its page) with jittered exponential backoff. Other errors, 400 and 422 among them, and the
+ * server's own 502 or 504, are returned at once; `op.signal` stops the retries. Queries and
  * subscriptions pass through untouched. Place it before the terminating link:
  * `links: [idempotencyLink(), httpBatchLink({ url, headers: idempotencyHeaders })]` (the key travels
  * in the input), or `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and
@@ -305,10 +306,11 @@ interface ResponseLike {
 /**
  * A server's answer carries its status in `data.httpStatus` (the default error shape), else on the
  * response. An error shape without either (over a WebSocket, with a formatter that leaves
- * `httpStatus` out) is still the server's answer, and so is a body that is not JSON: neither is a
- * network failure. A failed fetch, or a body cut off before it was read (which `httpLink` reports
- * without the response), counts as one. The retry hint is `data.retryAfterMs` (the server's
- * `idempotencyErrorFormatter` puts it there) or the `Retry-After` header. With that formatter
+ * `httpStatus` out) is still the server's answer. A response that is not the server's answer (JSON
+ * without its error shape, a gateway's) is a proxy's; one whose body is not JSON is too, but
+ * `httpLink` reports it without the response, so, its status unknown, it counts as lost, as a failed
+ * fetch does, or a body cut off before it was read. The retry hint is `data.retryAfterMs` (the
+ * server's `idempotencyErrorFormatter` puts it there) or the `Retry-After` header. With that formatter
  * `data.idempotencyCode` also tells the middleware's 409 and 503 from the application's own.
  */
 function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
@@ -328,7 +330,6 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
   if (typeof status !== 'number') {
     if (error.shape !== undefined)
       return { kind: 'answer', retryable: RETRYABLE_CODES.has(code), retryAfterMs };
-    if (causedByUnreadableBody(error)) return { kind: 'answer', retryable: false };
     return { kind: 'network' };
   }
   return {
@@ -337,17 +338,8 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     retryAfter: response?.headers?.get?.('retry-after'),
     retryAfterMs,
     idempotent: data && 'idempotencyCode' in data ? RETRYABLE_CODES.has(code) : undefined,
+    fromProxy: error.shape === undefined,
   };
-}
-
-/** Whether `error`, or an error in its chain of causes, is a `SyntaxError` (a body that is not JSON). */
-function causedByUnreadableBody(error: unknown): boolean {
-  let link: unknown = error;
-  for (let depth = 0; link instanceof Error && depth < 8; depth++) {
-    if (link instanceof SyntaxError) return true;
-    link = link.cause;
-  }
-  return false;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -4,6 +4,7 @@ import { keyHeaderValue } from './key-header.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
 import {
   type AttemptFailure,
+  LOST_ANSWER_STATUSES,
   RETRYABLE_CODES,
   RETRYABLE_STATUSES,
   type RetryOptions,
@@ -48,9 +49,11 @@ export interface IdempotentFetchOptions {
  * Wraps `fetch` for GraphQL clients. A POST whose JSON body runs a mutation gets an idempotency
  * key (unless it already has the header, or passes field-level keys as arguments), and is retried
  * with that same key on network failures,
- * 409 (key still in progress, honouring `Retry-After`) and 503 (store unavailable), with jittered
+ * 409 (key still in progress, honouring `Retry-After`), 503 (store unavailable) and a proxy's 408,
+ * 502, 503 or 504 (a body that is no GraphQL response: the server's answer was lost), with jittered
  * exponential backoff; the request's `signal` stops the retries. A 409 or 503 whose GraphQL errors
- * carry other codes than the idempotency layer's is the application's own answer: returned as is.
+ * carry other codes than the idempotency layer's is the application's own answer: returned as is,
+ * and so is any other GraphQL response (a resolver's 502).
  * Every other request (queries, subscriptions, batched arrays, persisted queries without their
  * text, multipart uploads) is passed to `fetch` untouched.
  *
@@ -135,7 +138,9 @@ export function idempotentFetch(
           kind: 'status',
           status: response.status,
           retryAfter: response.headers.get('retry-after'),
-          idempotent: RETRYABLE_STATUSES.has(response.status) ? await answeredByLayer(response) : undefined,
+          ...(RETRYABLE_STATUSES.has(response.status) || LOST_ANSWER_STATUSES.has(response.status)
+            ? await whoAnswered(response)
+            : {}),
         };
         delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
         // A retried call's answer is read whole here: a connection lost in the middle of a success's
@@ -207,19 +212,21 @@ function mutationOf(body: string): Mutation | undefined {
 }
 
 /**
- * Whether a GraphQL error response is the idempotency layer's own (a key in progress, the store
- * down), told by its errors' `extensions.code`; `undefined` when the body is not such a response.
- * Every error must carry such a code: Yoga answers with the highest status among a response's
- * errors, so a 503 can stand beside another field's `IDEMPOTENCY_OUTCOME_UNKNOWN` or its own
- * error, which a retry would run again.
+ * Who answered an error response: the idempotency layer (a key in progress, the store down), when
+ * every GraphQL error carries one of its codes; the application, when one carries another (Yoga
+ * answers with the highest status among a response's errors, so a 503 can stand beside another
+ * field's `IDEMPOTENCY_OUTCOME_UNKNOWN` or its own error, which a retry would run again); a proxy,
+ * when the body is no GraphQL response (a load balancer's 502 page).
  */
-async function answeredByLayer(response: Response): Promise<boolean | undefined> {
+async function whoAnswered(response: Response): Promise<{ idempotent: boolean } | { fromProxy: true }> {
   try {
     const { errors } = (await response.clone().json()) as { errors?: unknown };
-    if (!Array.isArray(errors) || errors.length === 0) return undefined;
-    return errors.every((error) => RETRYABLE_CODES.has((error as GraphQLErrorLike)?.extensions?.code));
+    if (!Array.isArray(errors) || errors.length === 0) return { fromProxy: true };
+    return {
+      idempotent: errors.every((error) => RETRYABLE_CODES.has((error as GraphQLErrorLike)?.extensions?.code)),
+    };
   } catch {
-    return undefined;
+    return { fromProxy: true };
   }
 }
 

@@ -19,11 +19,15 @@ export interface RetryOptions {
 
 /** Why an attempt failed, as far as retrying is concerned. */
 export type AttemptFailure =
-  /** No HTTP response arrived: the request may or may not have run on the server. */
+  /**
+   * No answer of the server's arrived: the connection failed, or something in front of the server
+   * answered with a body that is not JSON (a proxy's page, whose status `httpLink` does not hand on).
+   * The request may or may not have run on the server.
+   */
   | { kind: 'network' }
   /**
-   * The server answered with this status, and maybe a hint of when to retry: a `Retry-After`
-   * header, or a finer `retryAfterMs` from the response body (which wins).
+   * An answer with this status, and maybe a hint of when to retry: a `Retry-After` header, or a
+   * finer `retryAfterMs` from the response body (which wins).
    */
   | {
       kind: 'status';
@@ -35,12 +39,15 @@ export type AttemptFailure =
        * 503 the application itself answered, which another attempt would run again.
        */
       idempotent?: boolean;
+      /**
+       * `true` when the answer is not the server's but that of something in front of it: a body
+       * that is not the server's answer (a proxy's or load balancer's page).
+       */
+      fromProxy?: boolean;
     }
   /**
-   * The server, or something in front of it, answered with no status this client can read: an
-   * error shape without `httpStatus` (a formatter of your own, over a WebSocket), or a body that is
-   * not JSON (a proxy's error page, which may stand for any answer, `IDEMPOTENCY_OUTCOME_UNKNOWN`
-   * among them). Retried only when the answer names a retryable code.
+   * The server answered with no status this client can read: an error shape without `httpStatus`
+   * (a formatter of your own, over a WebSocket). Retried only when it names a retryable code.
    */
   | { kind: 'answer'; retryable: boolean; retryAfterMs?: number };
 
@@ -52,7 +59,15 @@ export type AttemptFailure =
  */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([409, 503]);
 
-/** The codes of those two answers, where a response names its code. */
+/**
+ * What a proxy or load balancer answers in the server's place when it lost the server's answer
+ * (502: the connection to it failed; 504: it took too long; 408, 503): the request may have run,
+ * so, from a proxy, these are retried with the same key, as a lost connection is; the server
+ * replays its answer, or says the key is still running. The server's own 502 or 504 is final.
+ */
+export const LOST_ANSWER_STATUSES: ReadonlySet<number> = new Set([408, 502, 503, 504]);
+
+/** The codes of the idempotency layer's retryable answers, where a response names its code. */
 export const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([
   'IDEMPOTENCY_KEY_IN_PROGRESS',
   'IDEMPOTENCY_STORE_UNAVAILABLE',
@@ -61,8 +76,8 @@ export const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([
 
 /**
  * How long to wait before the next attempt, or `undefined` when the failure must be returned:
- * attempts used up, a status that another attempt cannot change (400, 422, any other 4xx, 500),
- * or a 409 or 503 that the application answered itself.
+ * attempts used up, a status that another attempt cannot change (400, 422, any other 4xx, 500,
+ * the server's own 502 or 504), or a 409 or 503 that the application answered itself.
  * `attempt` is the number of attempts made so far (1 after the first).
  */
 export function retryDelay(
@@ -73,8 +88,7 @@ export function retryDelay(
 ): number | undefined {
   const { attempts = 5, baseDelayMs = 250, maxDelayMs = 10_000 } = options;
   if (attempt >= attempts) return undefined;
-  if (failure.kind === 'status' && (failure.idempotent === false || !RETRYABLE_STATUSES.has(failure.status)))
-    return undefined;
+  if (failure.kind === 'status' && !retriesStatus(failure)) return undefined;
   if (failure.kind === 'answer' && !failure.retryable) return undefined;
   // "Equal jitter": at least half the exponential step, so retries neither collide nor come too soon.
   const step = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
@@ -86,6 +100,16 @@ export function retryDelay(
         ? failure.retryAfterMs
         : undefined;
   return Math.min(maxDelayMs, MAX_TIMER_MS, Math.max(backoff, hint ?? 0));
+}
+
+/** Whether another attempt may change this answer: see the two sets above. */
+function retriesStatus({
+  status,
+  idempotent,
+  fromProxy,
+}: Extract<AttemptFailure, { kind: 'status' }>): boolean {
+  if (fromProxy && LOST_ANSWER_STATUSES.has(status)) return true;
+  return idempotent !== false && RETRYABLE_STATUSES.has(status);
 }
 
 /** The longest delay `setTimeout` keeps (about 24.8 days): a longer one fires at once. */

@@ -14,13 +14,15 @@ afterEach(async () => {
 });
 
 /**
- * A server that answers every request with `status` and `body`, its `Idempotency-Attempt` written
- * down; with `cut`, the connection drops after the body's first 100 bytes.
+ * A server that answers every request with `status` and `body`, its `Idempotency-Attempt` and
+ * `Idempotency-Key` written down; with `cut`, the connection drops after the body's first 100 bytes.
  */
 async function answering(status: number, body: string, { cut = false, type = 'application/json' } = {}) {
   const attempts: (string | undefined)[] = [];
+  const keys: (string | undefined)[] = [];
   const server = createServer((request, response) => {
     attempts.push(request.headers['idempotency-attempt'] as string | undefined);
+    keys.push(request.headers['idempotency-key'] as string | undefined);
     request.resume();
     request.on('end', () => {
       response.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
@@ -31,7 +33,7 @@ async function answering(status: number, body: string, { cut = false, type = 'ap
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   closers.push(() => new Promise((resolve) => server.close(resolve)));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, attempts };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, attempts, keys };
 }
 
 const outcomeUnknown = (code: string) =>
@@ -91,15 +93,45 @@ describe('idempotencyLink and an answer without a status', () => {
     expect(keys).toHaveLength(3);
     expect(new Set(keys).size).toBe(1);
   });
+});
 
-  it('does not send again after an answer whose body is not JSON (a proxy’s error page)', async () => {
-    const server = await answering(500, '<html><body>Internal Server Error</body></html>', {
-      type: 'text/html',
-    });
+describe('idempotencyLink and an answer that is not the server’s', () => {
+  const send = async (server: { url: string }) => {
     const client = clientOf({
       links: [idempotencyLink({ retry }), httpLink({ url: server.url, headers: idempotencyHeaders })],
     });
     await client.pay.mutate({ amount: 5 }).catch(() => undefined);
+  };
+
+  it.each([
+    [502, 'text/html', '<html><body>502 Bad Gateway</body></html>'],
+    [504, 'text/html', '<html><body>504 Gateway Time-out</body></html>'],
+    [500, 'text/html', '<html><body>Internal Server Error</body></html>'],
+    [504, 'application/json', '{"message":"Endpoint request timed out"}'],
+    [502, 'application/json', '{"message":"Internal server error"}'],
+  ])(
+    'sends again, with the same key, after a %i %s that is no tRPC answer: the server’s was lost',
+    async (status, type, body) => {
+      const server = await answering(status, body, { type });
+      await send(server);
+      expect(server.attempts).toEqual(['1', '2', '3']);
+      expect(new Set(server.keys).size).toBe(1);
+    },
+  );
+
+  it.each([
+    [502, 'BAD_GATEWAY'],
+    [504, 'GATEWAY_TIMEOUT'],
+  ])('does not send again after the server’s own %i (a tRPC error shape)', async (httpStatus, code) => {
+    const shape = { error: { message: 'the bank said no', code: -32603, data: { code, httpStatus } } };
+    const server = await answering(httpStatus, JSON.stringify(shape));
+    await send(server);
+    expect(server.attempts).toEqual(['1']);
+  });
+
+  it('does not send again after a JSON 500 that is no tRPC answer: its status says not to', async () => {
+    const server = await answering(500, '{"message":"Internal server error"}');
+    await send(server);
     expect(server.attempts).toEqual(['1']);
   });
 });

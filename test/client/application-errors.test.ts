@@ -11,18 +11,21 @@ import { useIdempotency } from '../../src/envelop/index.js';
 import { memoryStore } from '../../src/index.js';
 import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
 
-// A resolver may answer 409 or 503 itself ("order already shipped"): unlike the idempotency layer's
-// 409 and 503, that answer comes after it ran, and in lease mode its outside effect is not undone.
-// Where the response says so, the clients return it instead of running the resolver again.
+// A resolver may answer 409 or 503 itself ("order already shipped"), or 502 or 504 (the bank it
+// called failed): unlike the idempotency layer's 409 and 503, or a proxy's 502 page, that answer comes
+// after it ran, and in lease mode its outside effect is not undone. Where the response says so, the
+// clients return it instead of running the resolver again.
 
-describe('idempotencyLink and a resolver that answers 409 or 503 itself', () => {
+describe('idempotencyLink and a resolver that answers 409, 502, 503 or 504 itself', () => {
   const t = initTRPC.context<{ req: unknown; res: unknown; info: unknown }>().create({
     errorFormatter: idempotencyErrorFormatter,
   });
   const charges = { count: 0 };
   const router = t.router({
     charge: t.procedure
-      .input(z.object({ code: z.enum(['CONFLICT', 'SERVICE_UNAVAILABLE']) }))
+      .input(
+        z.object({ code: z.enum(['CONFLICT', 'SERVICE_UNAVAILABLE', 'BAD_GATEWAY', 'GATEWAY_TIMEOUT']) }),
+      )
       .use(idempotency({ store: memoryStore(), scope: () => 'u', mode: 'lease' }))
       .mutation(({ input }) => {
         charges.count++; // an effect outside the database
@@ -37,30 +40,37 @@ describe('idempotencyLink and a resolver that answers 409 or 503 itself', () => 
   });
   afterAll(() => new Promise((resolve) => server.close(resolve)));
 
-  it.each(['CONFLICT', 'SERVICE_UNAVAILABLE'] as const)('returns its %s at once, run once', async (code) => {
-    charges.count = 0;
-    const client = createTRPCClient<typeof router>({
-      links: [idempotencyLink({ retry: { baseDelayMs: 1 } }), httpLink({ url, headers: idempotencyHeaders })],
-    });
-    const error = await client.charge.mutate({ code }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(TRPCClientError);
-    expect((error as TRPCClientError<typeof router>).data).toMatchObject({ code, idempotencyCode: null });
-    expect(charges.count).toBe(1);
-  });
+  it.each(['CONFLICT', 'SERVICE_UNAVAILABLE', 'BAD_GATEWAY', 'GATEWAY_TIMEOUT'] as const)(
+    'returns its %s at once, run once',
+    async (code) => {
+      charges.count = 0;
+      const client = createTRPCClient<typeof router>({
+        links: [
+          idempotencyLink({ retry: { baseDelayMs: 1 } }),
+          httpLink({ url, headers: idempotencyHeaders }),
+        ],
+      });
+      const error = await client.charge.mutate({ code }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(TRPCClientError);
+      expect((error as TRPCClientError<typeof router>).data).toMatchObject({ code, idempotencyCode: null });
+      expect(charges.count).toBe(1);
+    },
+  );
 });
 
-describe('idempotentFetch and a resolver that answers 409 itself', () => {
+describe('idempotentFetch and a resolver that answers 409, 502 or 504 itself', () => {
   let charges = 0;
   const yoga = createYoga({
     logging: false,
     schema: createSchema({
-      typeDefs: 'type Query { ping: Boolean } type Mutation { charge(idempotencyKey: String): Int! }',
+      typeDefs:
+        'type Query { ping: Boolean } type Mutation { charge(status: Int!, idempotencyKey: String): Int! }',
       resolvers: {
         Mutation: {
-          charge: () => {
+          charge: (_, { status }: { status: number }) => {
             charges++;
             throw new GraphQLError('order already shipped', {
-              extensions: { code: 'ORDER_SHIPPED', http: { status: 409 } },
+              extensions: { code: 'ORDER_SHIPPED', http: { status } },
             });
           },
         },
@@ -73,13 +83,16 @@ describe('idempotentFetch and a resolver that answers 409 itself', () => {
     retry: { baseDelayMs: 1 },
   });
 
-  it('returns its 409 at once, run once', async () => {
+  it.each([409, 502, 504])('returns its %i at once, run once', async (status) => {
+    charges = 0;
     const response = await send('http://yoga/graphql', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query: 'mutation { charge(idempotencyKey: "k-1") }' }),
+      body: JSON.stringify({
+        query: `mutation { charge(status: ${status}, idempotencyKey: "k-${status}") }`,
+      }),
     });
-    expect(response.status).toBe(409);
+    expect(response.status).toBe(status);
     expect(await response.json()).toMatchObject({ errors: [{ extensions: { code: 'ORDER_SHIPPED' } }] });
     expect(charges).toBe(1);
   });

@@ -17,6 +17,7 @@ import { type IdempotencyLinkOptions, idempotencyHeaders, idempotencyLink } from
 import { memoryStore } from '../../src/index.js';
 import { idempotency } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { badGatewayAfterCommit } from './gateway-error.js';
 import { type PaymentsBackend, paymentsBackend } from './payments.js';
 import { createBatchClient, createClient } from './samples/trpc-client.js';
 import { type PaymentsRouter, startTrpcServer } from './trpc-payments-server.js';
@@ -128,6 +129,17 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect(rows).toHaveLength(1);
     expect(payment.id).toBe(rows[0]!.id);
     expect(proxy.requests.map((r) => r.status)).toEqual([503, 200]);
+    expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+  });
+
+  it('retries a proxy’s 502 page that stood in for the committed answer, and gets the payment, written once', async () => {
+    proxy.behave(badGatewayAfterCommit(server.url));
+    const payment = await client().createPayment.mutate(pay);
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(payment.id).toBe(rows[0]!.id);
+    expect(proxy.requests.map((r) => r.status)).toEqual([502, 200]);
     expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
   });
 

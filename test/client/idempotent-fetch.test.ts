@@ -7,6 +7,7 @@ import { type FetchFunction, idempotentFetch, type RetryOptions } from '../../sr
 import { listen } from '../envelop/graphql-client.js';
 import { paymentsSchema, yogaFor } from '../envelop/payments-yoga.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
+import { badGatewayAfterCommit } from './gateway-error.js';
 import { type PaymentsBackend, paymentsBackend } from './payments.js';
 import { createPayment } from './samples/graphql-fetch.js';
 import { startYogaServer } from './yoga-payments-server.js';
@@ -133,6 +134,17 @@ describeEachDatabase('idempotentFetch through a fault proxy', (db) => {
     expect(rows).toHaveLength(1);
     expect(json.data?.createPayment.id).toBe(rows[0]!.id);
     expect(proxy.requests.map((r) => r.status)).toEqual([503, 200]);
+    expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
+  });
+
+  it('retries a proxy’s 502 page that stood in for the committed answer, and gets the payment, written once', async () => {
+    proxy.behave(badGatewayAfterCommit(new URL(server.url).origin));
+    const { json } = await post(pay());
+
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(json.data?.createPayment.id).toBe(rows[0]!.id);
+    expect(proxy.requests.map((r) => r.status)).toEqual([502, 200]);
     expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
   });
 
@@ -491,29 +503,54 @@ describe('idempotentFetch and answers lost on the way', () => {
     expect(sends[1]!.get('idempotency-key')).toBe(sends[0]!.get('idempotency-key'));
   });
 
-  it('retries a proxy’s 503 page (no GraphQL response) with the same key, and returns its 502 at once', async () => {
-    const answers = [
-      new Response('<html>503 Service Unavailable</html>', {
-        status: 503,
-        headers: { 'content-type': 'text/html' },
-      }),
-      new Response('{"data":{"pay":1}}', { status: 200 }),
-    ];
+  /** A fetch answering `first` to the first send, 200 to the next. */
+  function answeringFirst(first: Response) {
+    const answers = [first, new Response('{"data":{"pay":1}}', { status: 200 })];
     const sends: Headers[] = [];
     const fetch: FetchFunction = async (_input, init) => {
       sends.push(new Headers(init?.headers));
-      return answers.shift() ?? new Response('<html>502 Bad Gateway</html>', { status: 502 });
+      return answers.shift()!;
     };
-    const call = idempotentFetch(fetch, { retry: fast });
-    const response = await call('http://x/graphql', { method: 'POST', body: mutation });
-    expect(await response.json()).toEqual({ data: { pay: 1 } });
-    expect(sends).toHaveLength(2);
-    expect(sends[1]!.get('idempotency-key')).toBe(sends[0]!.get('idempotency-key'));
+    return { sends, fetch };
+  }
 
-    // A 502 may come after the server ran the call: another status, not retried.
-    expect((await call('http://x/graphql', { method: 'POST', body: mutation })).status).toBe(502);
-    expect(sends).toHaveLength(3);
-  });
+  it.each([
+    [408, 'text/html', '<html>408 Request Timeout</html>'],
+    [502, 'text/html', '<html>502 Bad Gateway</html>'],
+    [503, 'text/html', '<html>503 Service Unavailable</html>'],
+    [504, 'application/json', '{"message":"Endpoint request timed out"}'],
+  ])(
+    'retries a proxy’s %i (no GraphQL response: the server’s answer was lost) with the same key',
+    async (status, type, body) => {
+      const { sends, fetch } = answeringFirst(
+        new Response(body, { status, headers: { 'content-type': type } }),
+      );
+      const response = await idempotentFetch(fetch, { retry: fast })('http://x/graphql', {
+        method: 'POST',
+        body: mutation,
+      });
+      expect(await response.json()).toEqual({ data: { pay: 1 } });
+      expect(sends).toHaveLength(2);
+      expect(sends[1]!.get('idempotency-key')).toBe(sends[0]!.get('idempotency-key'));
+    },
+  );
+
+  it.each([
+    [500, '<html>500 Internal Server Error</html>'],
+    [502, JSON.stringify({ errors: [{ message: 'bank down', extensions: { code: 'BAD_GATEWAY' } }] })],
+    [504, JSON.stringify({ errors: [{ message: 'bank slow', extensions: { code: 'GATEWAY_TIMEOUT' } }] })],
+  ])(
+    'returns a %i that another attempt would not change at once (a 500 page, the server’s own 502 or 504)',
+    async (status, body) => {
+      const { sends, fetch } = answeringFirst(new Response(body, { status }));
+      const response = await idempotentFetch(fetch, { retry: fast })('http://x/graphql', {
+        method: 'POST',
+        body: mutation,
+      });
+      expect(response.status).toBe(status);
+      expect(sends).toHaveLength(1);
+    },
+  );
 
   it('does not retry an abort from inside fetch, nor one of the call’s own signal timing out', async () => {
     const aborted = failingFetch(1, () => new DOMException('aborted', 'AbortError'));

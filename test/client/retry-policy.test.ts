@@ -26,6 +26,14 @@ describe('retryDelay', () => {
     expect(retryDelay({ ...status(409), idempotent: true }, 1)).toBeTypeOf('number');
   });
 
+  it.each([408, 502, 503, 504])('retries a proxy’s %i: the server’s answer was lost on the way', (code) => {
+    expect(retryDelay({ ...status(code), fromProxy: true }, 1)).toBeTypeOf('number');
+  });
+
+  it.each([400, 403, 429, 500])('never retries a proxy’s %i', (code) => {
+    expect(retryDelay({ ...status(code), fromProxy: true }, 1)).toBeUndefined();
+  });
+
   it('doubles the step each attempt, waits between half of it and all of it, and caps it', () => {
     const options = { attempts: Number.POSITIVE_INFINITY, baseDelayMs: 100, maxDelayMs: 1_000 };
     const bounds = (attempt: number) => [
