@@ -61,7 +61,8 @@ export interface IdempotencyLinkOptions {
  * of the call's attempts, and retries network failures, 409 (key still in progress, honouring
  * `Retry-After`), 503 (store unavailable) and answers that are not the server's (a proxy's 502 or
  * 504, its page) with jittered exponential backoff. Other errors, 400 and 422 among them, and the
- * server's own 502 or 504, are returned at once; `op.signal` stops the retries. Queries and
+ * server's own 502 or 504, are returned at once; `op.signal` stops the retries. Every error of a
+ * mutation carries its key as `error.meta.idempotencyKey`, to call again with after a give-up. Queries and
  * subscriptions pass through untouched. Place it before the terminating link:
  * `links: [idempotencyLink(), httpBatchLink({ url, headers: idempotencyHeaders })]` (the key travels
  * in the input), or `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and
@@ -114,12 +115,16 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         let attempts = 0;
         let current: Unsubscribable | undefined;
         let timer: ReturnType<typeof setTimeout> | undefined;
+        // Every error carries the key, so that the caller can call again with it
+        // (`context: { idempotencyKey }`) after a give-up whose outcome is unknown.
+        const fail = (error: TRPCClientError<AnyTRPCRouter>) =>
+          observer.error(TRPCClientError.from(error, { meta: { idempotencyKey: key } }));
         const onAbort = () => {
           // Only reached while waiting: an attempt in flight is aborted by the terminating link.
           if (timer === undefined) return;
           clearTimeout(timer);
           const reason = signal?.reason;
-          observer.error(TRPCClientError.from(reason instanceof Error ? reason : new Error(String(reason))));
+          fail(TRPCClientError.from(reason instanceof Error ? reason : new Error(String(reason))));
         };
         const attempt = () => {
           timer = undefined;
@@ -144,11 +149,10 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
               const delay =
                 signal?.aborted || !keySent ? undefined : retryDelay(failureOf(error), attempts, retry);
               if (delay !== undefined) timer = setTimeout(attempt, delay);
-              else if (!keySent && isMissingKey(error))
-                observer.error(unsentKeyError(key, header, op, error));
+              else if (!keySent && isMissingKey(error)) fail(unsentKeyError(key, header, op, error));
               else if (inInput && op.input === undefined && isBadRequest(error))
-                observer.error(refusedKeyInputError(inputField, header, error));
-              else observer.error(error);
+                fail(refusedKeyInputError(inputField, header, error));
+              else fail(error);
             },
           });
         };

@@ -53,7 +53,9 @@ export interface IdempotentFetchOptions {
  * 502, 503 or 504 (a body that is no GraphQL response: the server's answer was lost), with jittered
  * exponential backoff; the request's `signal` stops the retries. A 409 or 503 whose GraphQL errors
  * carry other codes than the idempotency layer's is the application's own answer: returned as is,
- * and so is any other GraphQL response (a resolver's 502).
+ * and so is any other GraphQL response (a resolver's 502). The key a mutation went out with is on
+ * its answer (the header, unless the answer comes in parts) and on a thrown error (`idempotencyKey`),
+ * to call again with after a give-up.
  * Every other request (queries, subscriptions, batched arrays, persisted queries without their
  * text, multipart uploads) is passed to `fetch` untouched.
  *
@@ -126,42 +128,50 @@ export function idempotentFetch(
     // An operation whose root fields are not all covered by a key is sent once: another attempt
     // could run the uncovered ones again.
     const policy = retried ? retry : { ...retry, attempts: 1 };
-    for (let attempt = 1; ; attempt++) {
-      let response: Response;
-      let delay: number | undefined;
-      /** The answer is this attempt's, to be returned whatever happens as its body is read. */
-      let final = false;
-      markResend(trace, attempt - 1);
-      try {
-        response = await send(attempt);
-        const failure: AttemptFailure = {
-          kind: 'status',
-          status: response.status,
-          retryAfter: response.headers.get('retry-after'),
-          ...(RETRYABLE_STATUSES.has(response.status) || LOST_ANSWER_STATUSES.has(response.status)
-            ? await whoAnswered(response)
-            : {}),
-        };
-        delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
-        // A retried call's answer is read whole here: a connection lost in the middle of a success's
-        // body loses the answer as one lost before it does, and the next attempt replays it. In the
-        // middle of a failure's, whose status already said not to try again (a 500
-        // IDEMPOTENCY_OUTCOME_UNKNOWN, a 422), the read's error is the answer.
-        if (delay === undefined) {
-          if (!retried) return response;
-          final = !response.ok;
-          return await readWhole(response);
+    // The key the mutation went out with: the answer carries it as a header, a thrown error as
+    // `idempotencyKey`, so the caller can call again with it after a give-up whose outcome is unknown.
+    const key = headers.get(header) ?? undefined;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        let response: Response;
+        let delay: number | undefined;
+        /** The answer is this attempt's, to be returned whatever happens as its body is read. */
+        let final = false;
+        markResend(trace, attempt - 1);
+        try {
+          response = await send(attempt);
+          const failure: AttemptFailure = {
+            kind: 'status',
+            status: response.status,
+            retryAfter: response.headers.get('retry-after'),
+            ...(RETRYABLE_STATUSES.has(response.status) || LOST_ANSWER_STATUSES.has(response.status)
+              ? await whoAnswered(response)
+              : {}),
+          };
+          delay = signal?.aborted ? undefined : retryDelay(failure, attempt, policy);
+          // A retried call's answer is read whole here: a connection lost in the middle of a success's
+          // body loses the answer as one lost before it does, and the next attempt replays it. In the
+          // middle of a failure's, whose status already said not to try again (a 500
+          // IDEMPOTENCY_OUTCOME_UNKNOWN, a 422), the read's error is the answer.
+          if (delay === undefined) {
+            if (!retried) return response;
+            final = !response.ok;
+            return await readWhole(response, key === undefined ? undefined : [header, key]);
+          }
+        } catch (error) {
+          // The call's own signal ends the retries; an attempt's timeout inside `fetch` does not.
+          const networkDelay =
+            final || signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
+          if (networkDelay === undefined) throw error;
+          await sleep(networkDelay, signal);
+          continue;
         }
-      } catch (error) {
-        // The call's own signal ends the retries; an attempt's timeout inside `fetch` does not.
-        const networkDelay =
-          final || signal?.aborted || isAbort(error) ? undefined : retryDelay(NETWORK, attempt, policy);
-        if (networkDelay === undefined) throw error;
-        await sleep(networkDelay, signal);
-        continue;
+        await response.body?.cancel().catch(() => undefined);
+        await sleep(delay, signal);
       }
-      await response.body?.cancel().catch(() => undefined);
-      await sleep(delay, signal);
+    } catch (error) {
+      if (key !== undefined && error instanceof Object) Reflect.set(error, 'idempotencyKey', key);
+      throw error;
     }
   };
 }
@@ -249,11 +259,15 @@ function isAbort(error: unknown): boolean {
 }
 
 /**
- * `response` with its body read to the end, so that a body cut off fails here. One delivered in
+ * `response` with its body read to the end, so that a body cut off fails here, and with `header`
+ * added. One delivered in
  * parts as they come (`@defer`, a subscription's events) is returned as it is, and so is one with
  * no body or a status a constructed response cannot have (an opaque redirect's 0).
  */
-async function readWhole(response: Response): Promise<Response> {
+async function readWhole(
+  response: Response,
+  header: [name: string, value: string] | undefined,
+): Promise<Response> {
   const type = response.headers.get('content-type') ?? '';
   const { status } = response;
   if (response.body === null || status < 200 || NULL_BODY.has(status) || INCREMENTAL.test(type)) {
@@ -265,6 +279,7 @@ async function readWhole(response: Response): Promise<Response> {
     statusText: response.statusText,
     headers: response.headers,
   });
+  if (header) whole.headers.set(...header);
   // What a constructed response cannot be given, as the one read had it.
   Object.defineProperties(whole, {
     url: { value: response.url },

@@ -242,6 +242,24 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
     expect(proxy.requests).toHaveLength(3);
   });
 
+  it('gives up with the key on its error, and a call again with that key gets the payment, written once', async () => {
+    proxy.plan('lose-response', 'drop-request', 'drop-request');
+    const trpc = client({ attempts: 3, baseDelayMs: 10 });
+    const error = (await trpc.createPayment
+      .mutate(pay)
+      .catch((e: unknown) => e)) as TRPCClientError<PaymentsRouter>;
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect(error.meta?.idempotencyKey).toBe(keyOf(proxy.requests[0]!));
+
+    const payment = await trpc.createPayment.mutate(pay, {
+      context: { idempotencyKey: error.meta?.idempotencyKey },
+    });
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(payment.id).toBe(rows[0]!.id);
+    expect(new Set(proxy.requests.map(keyOf)).size).toBe(1);
+  });
+
   it('stops retrying as soon as the signal aborts, mid-wait', async () => {
     const controller = new AbortController();
     proxy.behave((_, index) => {
@@ -254,6 +272,7 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
 
     expect(error).toBeInstanceOf(TRPCClientError);
     expect((error as TRPCClientError<PaymentsRouter>).cause?.name).toBe('AbortError');
+    expect((error as TRPCClientError<PaymentsRouter>).meta?.idempotencyKey).toBe(keyOf(proxy.requests[0]!));
     // Well past the moment a retry would have been sent:
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(proxy.requests).toHaveLength(1);

@@ -211,6 +211,42 @@ describeEachDatabase('idempotentFetch through a fault proxy', (db) => {
     expect(keyOf(proxy.requests[1]!)).toBe(keyOf(proxy.requests[0]!));
   });
 
+  it('gives up with the key on its error, and a call again with that key gets the payment, written once', async () => {
+    proxy.plan('lose-response', 'drop-request', 'drop-request');
+    const error = (await post(pay(), { retry: { attempts: 3, baseDelayMs: 10 } }).catch(
+      (e: unknown) => e,
+    )) as {
+      idempotencyKey?: string;
+    };
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.idempotencyKey).toBe(keyOf(proxy.requests[0]!));
+
+    const { json } = await post(pay(), { headers: { 'idempotency-key': error.idempotencyKey! } });
+    const rows = await backend.paymentsOf(scope);
+    expect(rows).toHaveLength(1);
+    expect(json.data?.createPayment.id).toBe(rows[0]!.id);
+    expect(new Set(proxy.requests.map(keyOf)).size).toBe(1);
+  });
+
+  it('gives up on a key still running with the key on its answer, as the Idempotency-Key header', async () => {
+    backend.resolverDelayMs = 1_000;
+    const runsBefore = backend.runs;
+    proxy.behave(async (_, index) => {
+      if (index === 0) return 'cut-after-request';
+      await backend.whenRuns(runsBefore + 1); // the retry lands while the key is held
+      return 'forward';
+    });
+    const response = await idempotentFetch(fetch, {
+      retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 },
+    })(endpoint(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${scope}` },
+      body: JSON.stringify(pay()),
+    });
+    expect(response.status).toBe(409);
+    expect(response.headers.get('idempotency-key')).toBe(keyOf(proxy.requests[0]!));
+  });
+
   it('stops retrying as soon as the signal aborts, mid-wait', async () => {
     const controller = new AbortController();
     proxy.behave((_, index) => {
@@ -223,6 +259,7 @@ describeEachDatabase('idempotentFetch through a fault proxy', (db) => {
     }).catch((e: unknown) => e);
 
     expect((error as Error).name).toBe('AbortError');
+    expect((error as { idempotencyKey?: string }).idempotencyKey).toBe(keyOf(proxy.requests[0]!));
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(proxy.requests).toHaveLength(1);
   });
