@@ -2,7 +2,17 @@ import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { ATTEMPT_HEADER } from '../core/attempt-header.js';
+import {
+  activeSpanSource,
+  aFunction,
+  checkOptions,
+  headerName,
+  nonEmptyString,
+  oneOf,
+  retryOptions,
+} from './client-options.js';
 import { keyHeaderValue } from './key-header.js';
+import { newKey, randomKey } from './new-key.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
 import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
 
@@ -42,7 +52,8 @@ export interface IdempotencyLinkOptions {
    */
   inputField?: string | undefined;
   /**
-   * Makes the key of a new logical mutation.
+   * Makes the key of a new logical mutation: a non-empty string, new on each call. Pass one where
+   * `crypto.randomUUID` is missing (a page served over plain http, React Native).
    * @default () => crypto.randomUUID()
    */
   generateKey?: (() => string) | undefined;
@@ -72,11 +83,19 @@ export interface IdempotencyLinkOptions {
 export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
   options: IdempotencyLinkOptions = {},
 ): TRPCLink<TRouter> {
+  checkOptions('idempotencyLink', options, {
+    header: headerName,
+    sendKeyIn: oneOf('header', 'input'),
+    inputField: nonEmptyString,
+    generateKey: aFunction,
+    retry: retryOptions,
+    trace: activeSpanSource,
+  });
   const {
     header = 'Idempotency-Key',
     sendKeyIn = 'input',
     inputField = 'idempotencyKey',
-    generateKey = () => globalThis.crypto.randomUUID(),
+    generateKey = randomKey,
     retry,
     trace,
   } = options;
@@ -96,7 +115,7 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         return observable((observer) => observer.error(nonStringKeyError(given, inputField)));
       }
       const known = calls.get(op.id);
-      const key = typeof given === 'string' ? given : (known?.key ?? generateKey());
+      const key = typeof given === 'string' ? given : (known?.key ?? newKey(generateKey));
       const sent = { key, sends: known?.sends ?? 0, inFlight: known?.inFlight ?? 0 };
       remember(calls, op.id, sent);
       // Only the sends of a key this link made are numbered: the caller's may have gone out before.

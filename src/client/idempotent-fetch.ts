@@ -1,6 +1,15 @@
 import { ATTEMPT_HEADER } from '../core/attempt-header.js';
+import {
+  activeSpanSource,
+  aFunction,
+  checkOptions,
+  headerName,
+  nonEmptyString,
+  retryOptions,
+} from './client-options.js';
 import { operationTypeOf, passesArgument, rootKeyCoverage } from './graphql-document.js';
 import { keyHeaderValue } from './key-header.js';
+import { newKey, randomKey } from './new-key.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
 import {
   type AttemptFailure,
@@ -32,7 +41,8 @@ export interface IdempotentFetchOptions {
    */
   argumentName?: string | undefined;
   /**
-   * Makes the key of a new logical mutation.
+   * Makes the key of a new logical mutation: a non-empty string, new on each call. Pass one where
+   * `crypto.randomUUID` is missing (a page served over plain http, React Native).
    * @default () => crypto.randomUUID()
    */
   generateKey?: (() => string) | undefined;
@@ -71,10 +81,17 @@ export function idempotentFetch(
   fetch: FetchFunction = globalThis.fetch,
   options: IdempotentFetchOptions = {},
 ): FetchFunction {
+  checkOptions('idempotentFetch', options, {
+    header: headerName,
+    argumentName: nonEmptyString,
+    generateKey: aFunction,
+    retry: retryOptions,
+    trace: activeSpanSource,
+  });
   const {
     header = 'Idempotency-Key',
     argumentName = 'idempotencyKey',
-    generateKey = () => globalThis.crypto.randomUUID(),
+    generateKey = randomKey,
     retry,
     trace,
   } = options;
@@ -90,7 +107,7 @@ export function idempotentFetch(
     // A document this client cannot read: the header is safe if no key is passed anywhere.
     const keyed = coverage?.keyed ?? (passesArgument(query, argumentName, variables) ? undefined : 0);
     if (keyed === 0) {
-      headers.set(header, keyHeaderValue(generateKey()));
+      headers.set(header, keyHeaderValue(newKey(generateKey)));
       return true;
     }
     // Some root fields pass keys: a header would have to agree with each, so none is added.
