@@ -11,7 +11,7 @@ import {
   oneOf,
   retryOptions,
 } from './client-options.js';
-import { keyHeaderValue } from './key-header.js';
+import { keyHeaderValue, UnsendableKeyError } from './key-header.js';
 import { newKey, randomKey } from './new-key.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
 import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
@@ -165,8 +165,9 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
               // A key that went nowhere (no input field, no header written) covers nothing: the
               // server may have run the call unkeyed, so sending it again could run it twice.
               const keySent = keyInInput || headerWritten.has(sending.context);
-              const delay =
-                signal?.aborted || !keySent ? undefined : retryDelay(failureOf(error), attempts, retry);
+              // A key no header can carry failed `idempotencyHeaders`, before anything was sent.
+              const final = signal?.aborted || !keySent || error.cause instanceof UnsendableKeyError;
+              const delay = final ? undefined : retryDelay(failureOf(error), attempts, retry);
               if (delay !== undefined) timer = setTimeout(attempt, delay);
               else if (!keySent && isMissingKey(error)) fail(unsentKeyError(key, header, op, error));
               else if (inInput && op.input === undefined && isBadRequest(error))
