@@ -7,15 +7,20 @@ export type OptionRule = (value: unknown, client: string) => string | undefined;
 /** An HTTP header name: RFC 9110's token. */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+/** A header name (`header`). */
 export const headerName: OptionRule = (value) =>
   typeof value === 'string' && TOKEN.test(value) ? undefined : 'a header name';
+/** A name (`inputField`, `argumentName`). */
 export const nonEmptyString: OptionRule = (value) =>
   typeof value === 'string' && value !== '' ? undefined : 'a non-empty string';
+/** A function (`generateKey`). */
 export const aFunction: OptionRule = (value) => (typeof value === 'function' ? undefined : 'a function');
+/** One of these strings (`sendKeyIn`). */
 export const oneOf =
   (...allowed: string[]): OptionRule =>
   (value) =>
     allowed.includes(value as string) ? undefined : `one of ${allowed.map((a) => `'${a}'`).join(', ')}`;
+/** `trace` from `@opentelemetry/api`, or anything with its `getActiveSpan`. */
 export const activeSpanSource: OptionRule = (value) =>
   typeof (value as { getActiveSpan?: unknown } | null)?.getActiveSpan === 'function'
     ? undefined

@@ -73,8 +73,8 @@ export interface IdempotencyLinkOptions {
  * `Retry-After`), 503 (store unavailable) and answers that are not the server's (a proxy's 502 or
  * 504, its page) with jittered exponential backoff. Other errors, 400 and 422 among them, and the
  * server's own 502 or 504, are returned at once; `op.signal` stops the retries. Every error of a
- * mutation carries its key as `error.meta.idempotencyKey`, to call again with after a give-up. Queries and
- * subscriptions pass through untouched. Place it before the terminating link:
+ * mutation carries its key as `error.meta.idempotencyKey`, to call again with after a give-up.
+ * Queries and subscriptions pass through untouched. Place it before the terminating link:
  * `links: [idempotencyLink(), httpBatchLink({ url, headers: idempotencyHeaders })]` (the key travels
  * in the input), or `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and
  * as a header). `idempotencyHeaders` also numbers the sends of a key (`Idempotency-Attempt`), which
