@@ -373,7 +373,14 @@ function innermostMessage(error: unknown): string {
     if (typeof current === 'string') return firstLine(current) ?? found;
     const node = current as Record<string, unknown>;
     if (node.kind === 'DatabaseNotReachable' && node.host) {
-      found = `nothing answers at ${String(node.host)}:${String(node.port)}`;
+      // `@prisma/adapter-pg` gives a port only for a refused connection, none for a name that
+      // does not resolve (ENOTFOUND).
+      found =
+        node.port === undefined
+          ? `the host name ${String(node.host)} does not resolve`
+          : `nothing answers at ${String(node.host)}:${String(node.port)}`;
+    } else if (node.kind === 'TlsConnectionError' && typeof node.reason === 'string') {
+      found = `TLS failed: ${firstLine(node.reason) ?? node.reason}`;
     } else {
       const line = firstLine(node.originalMessage ?? node.message);
       // A bare kind name ("DatabaseNotReachable") says less than what lies beneath it.

@@ -227,6 +227,8 @@ const MYSQL_CONNECTION_ERRNOS = new Set<number>([
 
 const CONNECTION_KINDS = new Set<unknown>([
   'DatabaseNotReachable',
+  // A TLS handshake that failed, or a server without TLS for a URL that asks for it: nothing ran.
+  'TlsConnectionError',
   'ConnectionClosed',
   'SocketTimeout',
   'TooManyConnections',

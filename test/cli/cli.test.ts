@@ -454,6 +454,33 @@ describe('the idempotent-mutations CLI on bad input', () => {
     expect(outcome.stderr).not.toContain('hunter2');
   });
 
+  it('says why it cannot reach a PostgreSQL server whose host name does not resolve', async () => {
+    expectOneLineError(
+      await cli(['stats', '--database-url', 'postgresql://postgres@nonexistent.invalid:5432/test']),
+      /cannot reach postgresql:\/\/postgres@nonexistent\.invalid:5432\/test: the host name nonexistent\.invalid does not resolve$/m,
+    );
+  });
+
+  it('says why it cannot reach a PostgreSQL server that speaks no TLS, when the URL asks for it', async () => {
+    // Answers PostgreSQL's SSLRequest with "N", as a server without TLS does.
+    const plain = createServer((socket) => socket.once('data', () => socket.end('N')));
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+    const { port } = plain.address() as AddressInfo;
+    try {
+      expectOneLineError(
+        // verify-full: pg prints a warning for require, the alias it reads as verify-full.
+        await cli([
+          'stats',
+          '--database-url',
+          `postgresql://postgres@127.0.0.1:${port}/test?sslmode=verify-full`,
+        ]),
+        /cannot reach postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test\?sslmode=verify-full: TLS failed: The server does not support SSL connections$/m,
+      );
+    } finally {
+      plain.close();
+    }
+  });
+
   it('gives up on a PostgreSQL server that accepts and never answers after connect_timeout', async () => {
     const silent = createServer(() => undefined);
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));

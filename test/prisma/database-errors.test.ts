@@ -138,6 +138,14 @@ const cases: [string, unknown, DatabaseFailure | undefined][] = [
     'connection',
   ],
   [
+    'TLS refused or failed: TlsConnectionError',
+    rawQueryFailed('N/A', 'Error opening a TLS connection', {
+      kind: 'TlsConnectionError',
+      reason: 'The server does not support SSL connections',
+    }),
+    'connection',
+  ],
+  [
     'PostgreSQL 40001 from a raw statement (P2010)',
     rawQueryFailed('40001', 'could not serialize access due to concurrent update', {
       originalCode: '40001',
