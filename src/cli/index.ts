@@ -375,10 +375,12 @@ function innermostMessage(error: unknown): string {
     if (node.kind === 'DatabaseNotReachable' && node.host) {
       // `@prisma/adapter-pg` gives a port only for a refused connection, none for a name that
       // does not resolve (ENOTFOUND).
-      found =
-        node.port === undefined
-          ? `the host name ${String(node.host)} does not resolve`
-          : `nothing answers at ${String(node.host)}:${String(node.port)}`;
+      const host = String(node.host);
+      found = host.startsWith('/')
+        ? `nothing answers at ${host}` // a Unix socket's path
+        : node.port === undefined
+          ? `the host name ${host} does not resolve`
+          : `nothing answers at ${host}:${String(node.port)}`;
     } else if (node.kind === 'TlsConnectionError' && typeof node.reason === 'string') {
       found = `TLS failed: ${firstLine(node.reason) ?? node.reason}`;
     } else {

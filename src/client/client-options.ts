@@ -26,10 +26,13 @@ export const activeSpanSource: OptionRule = (value) =>
     ? undefined
     : "@opentelemetry/api's trace";
 
+// `Infinity` is an answer: attempts without end, no cap on the delay (but Node's timer limit).
 const count: OptionRule = (value) =>
-  Number.isInteger(value) && (value as number) >= 1 ? undefined : 'an integer ≥ 1';
+  (Number.isInteger(value) || value === Infinity) && (value as number) >= 1
+    ? undefined
+    : 'an integer ≥ 1, or Infinity';
 const delay: OptionRule = (value) =>
-  Number.isFinite(value) && (value as number) >= 0 ? undefined : 'a finite number of milliseconds ≥ 0';
+  typeof value === 'number' && value >= 0 ? undefined : 'a number of milliseconds ≥ 0';
 
 /** The rules of `RetryOptions`. */
 export const retryOptions: OptionRule = (value, client) => {

@@ -70,8 +70,8 @@ export interface IdempotencyLinkOptions {
  * A tRPC v11 link that makes every mutation safe to retry: it gives each call one idempotency key
  * (a caller's `context.idempotencyKey`, or a key already in the input, wins), keeps that key for all
  * of the call's attempts, and retries network failures, 409 (key still in progress, honouring
- * `Retry-After`), 503 (store unavailable) and answers that are not the server's (a proxy's 502 or
- * 504, its page) with jittered exponential backoff. Other errors, 400 and 422 among them, and the
+ * `Retry-After`), 503 (store unavailable) and answers that are not the server's (a gateway's 502 or
+ * 504 in JSON, a proxy's page through `retryingProxyErrors`) with jittered exponential backoff. Other errors, 400 and 422 among them, and the
  * server's own 502 or 504, are returned at once; `op.signal` stops the retries. Every error of a
  * mutation carries its key as `error.meta.idempotencyKey`, to call again with after a give-up.
  * Queries and subscriptions pass through untouched. Place it before the terminating link:
@@ -134,10 +134,11 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
         let attempts = 0;
         let current: Unsubscribable | undefined;
         let timer: ReturnType<typeof setTimeout> | undefined;
-        // Every error carries the key, so that the caller can call again with it
-        // (`context: { idempotencyKey }`) after a give-up whose outcome is unknown.
-        const fail = (error: TRPCClientError<AnyTRPCRouter>) =>
-          observer.error(TRPCClientError.from(error, { meta: { idempotencyKey: key } }));
+        // An error of a call whose key went out carries it, so that the caller can call again with
+        // it (`context: { idempotencyKey }`) after a give-up whose outcome is unknown. A key that
+        // went nowhere is no such key: the server may have run the call without one.
+        const fail = (error: TRPCClientError<AnyTRPCRouter>, keyWentOut = true) =>
+          observer.error(keyWentOut ? TRPCClientError.from(error, { meta: { idempotencyKey: key } }) : error);
         const onAbort = () => {
           // Only reached while waiting: an attempt in flight is aborted by the terminating link.
           if (timer === undefined) return;
@@ -169,10 +170,10 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
               const final = signal?.aborted || !keySent || error.cause instanceof UnsendableKeyError;
               const delay = final ? undefined : retryDelay(failureOf(error), attempts, retry);
               if (delay !== undefined) timer = setTimeout(attempt, delay);
-              else if (!keySent && isMissingKey(error)) fail(unsentKeyError(key, header, op, error));
+              else if (!keySent && isMissingKey(error)) fail(unsentKeyError(key, header, op, error), false);
               else if (inInput && op.input === undefined && isBadRequest(error))
-                fail(refusedKeyInputError(inputField, header, error));
-              else fail(error);
+                fail(refusedKeyInputError(inputField, header, error), keySent);
+              else fail(error, keySent);
             },
           });
         };
@@ -330,10 +331,11 @@ interface ResponseLike {
 /**
  * A server's answer carries its status in `data.httpStatus` (the default error shape), else on the
  * response. An error shape without either (over a WebSocket, with a formatter that leaves
- * `httpStatus` out) is still the server's answer. A response that is not the server's answer (JSON
- * without its error shape, a gateway's) is a proxy's; one whose body is not JSON is too, but
- * `httpLink` reports it without the response, so, its status unknown, it counts as lost, as a failed
- * fetch does, or a body cut off before it was read. The retry hint is `data.retryAfterMs` (the
+ * `httpStatus` out) is still the server's answer. A response in JSON that is not the server's answer
+ * (a gateway's) is a proxy's. One whose body is not JSON is an answer too, which `httpLink` reports
+ * without its status: it may stand for any answer of the server's (a proxy's page in place of a 500
+ * `IDEMPOTENCY_OUTCOME_UNKNOWN`), so it is final; `retryingProxyErrors` makes a proxy's 502 or 504
+ * page a failed fetch. A failed fetch, or a body cut off before it was read, counts as lost. The retry hint is `data.retryAfterMs` (the
  * server's `idempotencyErrorFormatter` puts it there) or the `Retry-After` header. With that formatter
  * `data.idempotencyCode` also tells the middleware's 409 and 503 from the application's own.
  */
@@ -354,6 +356,7 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
   if (typeof status !== 'number') {
     if (error.shape !== undefined)
       return { kind: 'answer', retryable: RETRYABLE_CODES.has(code), retryAfterMs };
+    if (causedByUnreadableBody(error)) return { kind: 'answer', retryable: false };
     return { kind: 'network' };
   }
   return {
@@ -364,6 +367,16 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     idempotent: data && 'idempotencyCode' in data ? RETRYABLE_CODES.has(code) : undefined,
     fromProxy: error.shape === undefined,
   };
+}
+
+/** Whether `error`, or an error in its chain of causes, is a `SyntaxError` (a body that is not JSON). */
+function causedByUnreadableBody(error: unknown): boolean {
+  let link: unknown = error;
+  for (let depth = 0; link instanceof Error && depth < 8; depth++) {
+    if (link instanceof SyntaxError) return true;
+    link = link.cause;
+  }
+  return false;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -187,7 +187,9 @@ export function idempotentFetch(
         await sleep(delay, signal);
       }
     } catch (error) {
-      if (key !== undefined && error instanceof Object) Reflect.set(error, 'idempotencyKey', key);
+      // Not on the abort's reason: it is the caller's own, and may be every aborted call's.
+      if (key !== undefined && error instanceof Object && error !== signal?.reason)
+        Reflect.set(error, 'idempotencyKey', key);
       throw error;
     }
   };

@@ -4,11 +4,11 @@ import type { Serializer } from '../core/serializer.js';
 /**
  * `serializer`, refusing a field's result that graphql-js would read through code a replay does
  * not have: a function member (graphql-js's default resolver calls it), or an instance of a class
- * that gives it members (methods, getters, an iterator: read by field resolvers, list completion or
- * a custom scalar's `serialize`) and that the serializer does not bring back (superjson, unless told
- * of the class, gives back a plain object). Its refusal makes the result unstorable, so in
- * transactional mode nothing commits, and in lease mode it answers for the key; stored, the first
- * call would answer the field and every replay fail it.
+ * that gives it a getter (read as a field) or an iterator (read as a list) and that the serializer
+ * does not bring back (superjson, unless told of the class, gives back a plain object). A class's
+ * methods are no reason: an entity of an ORM has many that no field reads. Its refusal makes the
+ * result unstorable, so in transactional mode nothing commits, and in lease mode it answers for the
+ * key; stored, the first call would answer the field and every replay fail it.
  */
 export function refusingReadThroughCode(serializer: Serializer): Serializer {
   let checked: unknown;
@@ -32,7 +32,7 @@ export function refusingReadThroughCode(serializer: Serializer): Serializer {
   };
 }
 
-/** An instance in a result whose class gives it a member (`member`), which a replay needs too. */
+/** An instance in a result whose class gives it a getter or an iterator (`member`), which a replay needs too. */
 interface ClassMembers {
   instance: object;
   member: string;
@@ -43,8 +43,14 @@ interface ClassMembers {
  * which no serializer stores.
  */
 function classesIn(value: unknown, seen = new Set<object>(), found: ClassMembers[] = []): ClassMembers[] {
-  if (typeof value !== 'object' || value === null || seen.has(value) || isBuiltIn(value)) return found;
+  if (typeof value !== 'object' || value === null || seen.has(value)) return found;
   seen.add(value);
+  // A list may come as a Set or a Map's values: graphql-js reads the instances in them too.
+  if (value instanceof Set || value instanceof Map) {
+    for (const member of value.values()) classesIn(member, seen, found);
+    return found;
+  }
+  if (isBuiltIn(value)) return found;
   const member = memberFromClass(value);
   if (member !== undefined) found.push({ instance: value, member });
   for (const [name, field] of Object.entries(value)) {
@@ -66,18 +72,27 @@ function refuseLostClasses(classes: ClassMembers[], value: unknown, copy: unknow
   const copies = new Map<object, unknown>();
   pair(value, copy, copies);
   for (const { instance, member } of classes) {
-    if (Object.getPrototypeOf(copies.get(instance) ?? null) === Object.getPrototypeOf(instance)) continue;
+    const copied = copies.get(instance);
+    const kept = typeof copied === 'object' && copied !== null;
+    if (kept && Object.getPrototypeOf(copied) === Object.getPrototypeOf(instance)) continue;
     const name = instance.constructor?.name || 'a class';
     throw new TypeError(
-      `an instance of ${name} gets "${member}" from its class, which graphql-js may read (a method, a getter, an iterator, a resolveType or isTypeOf testing its class), and the store's serializer gives it back as a plain object: return plain data, or give the store a serializer that keeps ${name}`,
+      `an instance of ${name} gets "${member}" from its class, which graphql-js may read (a getter as a field, an iterator as a list), and the store's serializer does not give it back as one: return plain data, or give the store a serializer that keeps ${name}`,
     );
   }
 }
 
 /** Maps each object of `value` to the object at the same place in `copy`. */
 function pair(value: unknown, copy: unknown, copies: Map<object, unknown>): void {
-  if (typeof value !== 'object' || value === null || copies.has(value) || isBuiltIn(value)) return;
+  if (typeof value !== 'object' || value === null || copies.has(value)) return;
   copies.set(value, copy);
+  if (value instanceof Set || value instanceof Map) {
+    const copied = copy instanceof Set || copy instanceof Map ? [...copy.values()] : [];
+    let at = 0;
+    for (const member of value.values()) pair(member, copied[at++], copies);
+    return;
+  }
+  if (isBuiltIn(value)) return;
   for (const [name, field] of Object.entries(value)) {
     pair(field, (copy as Record<string, unknown> | null | undefined)?.[name], copies);
   }
@@ -98,7 +113,7 @@ function isBuiltIn(value: object): boolean {
   );
 }
 
-/** A member other than `constructor` that `value` gets from its class: a method, a getter, an iterator. */
+/** A getter `value` gets from its class (and has no own field for), or its class's iterator. */
 function memberFromClass(value: object): string | undefined {
   if (Array.isArray(value)) return undefined;
   for (
@@ -107,7 +122,9 @@ function memberFromClass(value: object): string | undefined {
     prototype = Object.getPrototypeOf(prototype)
   ) {
     for (const name of Reflect.ownKeys(prototype)) {
-      if (name !== 'constructor') return String(name);
+      if (name === Symbol.iterator) return 'Symbol.iterator';
+      const descriptor = Object.getOwnPropertyDescriptor(prototype, name);
+      if (descriptor?.get && !Object.hasOwn(value, name)) return String(name);
     }
   }
   return undefined;

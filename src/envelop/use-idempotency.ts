@@ -787,26 +787,6 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 function withTransaction(context: unknown, txName: string, tx: unknown): object {
   const own: PropertyDescriptorMap = {};
   if (typeof context === 'object' && context !== null) {
-    // A class's methods and getters run on the shared context, not on this one, which has none of
-    // its private fields (`#userId`); the same method each time it is read.
-    const bound = new Map<PropertyKey, { method: unknown; bound: unknown }>();
-    for (const name of classMembersOf(context)) {
-      own[name] = {
-        configurable: true,
-        get() {
-          const member: unknown = Reflect.get(context, name);
-          if (typeof member !== 'function') return member;
-          const known = bound.get(name);
-          if (known?.method === member) return known.bound;
-          const method = { method: member, bound: member.bind(context) };
-          bound.set(name, method);
-          return method.bound;
-        },
-        set(this: object, value: unknown) {
-          Object.defineProperty(this, name, { value, writable: true, configurable: true });
-        },
-      };
-    }
     // The shared context's own members are this one's own too, so that `{ ...context }` holds
     // them; each reads the shared one as it is now, and a write stays this context's, as it would
     // on an object that inherits them.
@@ -828,21 +808,6 @@ function withTransaction(context: unknown, txName: string, tx: unknown): object 
     ...own,
     [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
   });
-}
-
-/** The members a context gets from its class (not from `Object.prototype`), but `constructor`. */
-function classMembersOf(context: object): PropertyKey[] {
-  const names: PropertyKey[] = [];
-  for (
-    let prototype = Object.getPrototypeOf(context);
-    prototype !== null && prototype !== Object.prototype;
-    prototype = Object.getPrototypeOf(prototype)
-  ) {
-    for (const name of Reflect.ownKeys(prototype)) {
-      if (name !== 'constructor' && !names.includes(name)) names.push(name);
-    }
-  }
-  return names;
 }
 
 /** What an idempotent resolver finds at `context.idempotency`. */

@@ -1,8 +1,9 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { databaseNow } from '../helpers/database-time.js';
 import { connect, databases, describeEachDatabase } from '../helpers/databases.js';
@@ -459,6 +460,19 @@ describe('the idempotent-mutations CLI on bad input', () => {
       await cli(['stats', '--database-url', 'postgresql://postgres@nonexistent.invalid:5432/test']),
       /cannot reach postgresql:\/\/postgres@nonexistent\.invalid:5432\/test: the host name nonexistent\.invalid does not resolve$/m,
     );
+  });
+
+  it('says nothing answers at a Unix socket no server listens on', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'im-socket-'));
+    await writeFile(join(folder, '.s.PGSQL.5432'), ''); // left by a server that is gone
+    try {
+      expectOneLineError(
+        await cli(['stats', '--database-url', `postgresql://postgres@localhost/test?host=${folder}`]),
+        /: nothing answers at \/.*\/\.s\.PGSQL\.5432$/m,
+      );
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   });
 
   it('says why it cannot reach a PostgreSQL server that speaks no TLS, when the URL asks for it', async () => {

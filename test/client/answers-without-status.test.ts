@@ -4,7 +4,13 @@ import { httpLink, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 import { afterEach, describe, expect, it } from 'vitest';
-import { idempotencyHeaders, idempotencyLink, idempotentFetch } from '../../src/client/index.js';
+import {
+  type FetchFunction,
+  idempotencyHeaders,
+  idempotencyLink,
+  idempotentFetch,
+  retryingProxyErrors,
+} from '../../src/client/index.js';
 import { clientOf } from './link-client.js';
 
 const retry = { attempts: 3, baseDelayMs: 1, maxDelayMs: 5 };
@@ -96,17 +102,14 @@ describe('idempotencyLink and an answer without a status', () => {
 });
 
 describe('idempotencyLink and an answer that is not the server’s', () => {
-  const send = async (server: { url: string }) => {
+  const send = async (server: { url: string }, fetch?: FetchFunction) => {
     const client = clientOf({
-      links: [idempotencyLink({ retry }), httpLink({ url: server.url, headers: idempotencyHeaders })],
+      links: [idempotencyLink({ retry }), httpLink({ url: server.url, headers: idempotencyHeaders, fetch })],
     });
     await client.pay.mutate({ amount: 5 }).catch(() => undefined);
   };
 
   it.each([
-    [502, 'text/html', '<html><body>502 Bad Gateway</body></html>'],
-    [504, 'text/html', '<html><body>504 Gateway Time-out</body></html>'],
-    [500, 'text/html', '<html><body>Internal Server Error</body></html>'],
     [504, 'application/json', '{"message":"Endpoint request timed out"}'],
     [502, 'application/json', '{"message":"Internal server error"}'],
   ])(
@@ -115,6 +118,33 @@ describe('idempotencyLink and an answer that is not the server’s', () => {
       const server = await answering(status, body, { type });
       await send(server);
       expect(server.attempts).toEqual(['1', '2', '3']);
+      expect(new Set(server.keys).size).toBe(1);
+    },
+  );
+
+  it.each([
+    [502, '<html><body>502 Bad Gateway</body></html>', ['1']],
+    [500, '<html><body>Internal Server Error</body></html>', ['1']],
+  ])(
+    'sends a %i page once: httpLink hides its status, and a page may stand for any answer, IDEMPOTENCY_OUTCOME_UNKNOWN too',
+    async (status, body, attempts) => {
+      const server = await answering(status, body, { type: 'text/html' });
+      await send(server);
+      expect(server.attempts).toEqual(attempts);
+    },
+  );
+
+  it.each([
+    [502, '<html><body>502 Bad Gateway</body></html>', ['1', '2', '3']],
+    [504, '<html><body>504 Gateway Time-out</body></html>', ['1', '2', '3']],
+    [408, '<html><body>408 Request Timeout</body></html>', ['1', '2', '3']],
+    [500, '<html><body>Internal Server Error</body></html>', ['1']],
+  ])(
+    'with retryingProxyErrors, a proxy’s %i page: sent again with the same key only for 408, 502, 503 and 504',
+    async (status, body, attempts) => {
+      const server = await answering(status, body, { type: 'text/html' });
+      await send(server, retryingProxyErrors());
+      expect(server.attempts).toEqual(attempts);
       expect(new Set(server.keys).size).toBe(1);
     },
   );
@@ -133,5 +163,23 @@ describe('idempotencyLink and an answer that is not the server’s', () => {
     const server = await answering(500, '{"message":"Internal server error"}');
     await send(server);
     expect(server.attempts).toEqual(['1']);
+  });
+});
+
+describe('idempotencyLink and the key on its errors', () => {
+  it('puts no key on the error of a call whose key went nowhere: the server may have run it without one', async () => {
+    const sent: (string | null)[] = [];
+    // A string input (no field for the key) over httpLink without idempotencyHeaders.
+    const fetch: FetchFunction = async (_url, init) => {
+      sent.push(new Headers(init?.headers).get('idempotency-key'));
+      throw new TypeError('fetch failed');
+    };
+    const client = clientOf({
+      links: [idempotencyLink({ retry }), httpLink({ url: 'http://api.invalid/trpc', fetch })],
+    });
+    const error = await client.pay.mutate('new name').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect(sent).toEqual([null]);
+    expect((error as TRPCClientError<AnyTRPCRouter>).meta?.idempotencyKey).toBeUndefined();
   });
 });

@@ -13,7 +13,12 @@ import superjson from 'superjson';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type FaultProxy, type ProxiedRequest, startFaultProxy } from '../../examples/shared/fault-proxy.js';
-import { type IdempotencyLinkOptions, idempotencyHeaders, idempotencyLink } from '../../src/client/index.js';
+import {
+  type IdempotencyLinkOptions,
+  idempotencyHeaders,
+  idempotencyLink,
+  retryingProxyErrors,
+} from '../../src/client/index.js';
 import { memoryStore } from '../../src/index.js';
 import { idempotency } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
@@ -66,6 +71,7 @@ describeEachDatabase('idempotencyLink through a fault proxy', (db) => {
           url: proxy.url,
           transformer: superjson,
           headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${scope}` }),
+          fetch: retryingProxyErrors(),
         }),
       ],
     });

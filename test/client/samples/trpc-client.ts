@@ -1,5 +1,5 @@
 import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
-import { idempotencyHeaders, idempotencyLink } from 'idempotent-mutations/client';
+import { idempotencyHeaders, idempotencyLink, retryingProxyErrors } from 'idempotent-mutations/client';
 import superjson from 'superjson';
 import type { PaymentsRouter as AppRouter } from '../trpc-payments-server.js';
 
@@ -14,6 +14,8 @@ export function createClient(url: string, token: string) {
         // The key goes in the input, and this sends it as the `Idempotency-Key` header too, with
         // `Idempotency-Attempt` (1, then 2, 3… on retries).
         headers: ({ op }) => ({ ...idempotencyHeaders({ op }), authorization: `Bearer ${token}` }),
+        // A proxy's 502 or 504 page (its answer lost) fails as a dropped connection: retried.
+        fetch: retryingProxyErrors(),
       }),
     ],
   });
@@ -29,6 +31,7 @@ export function createBatchClient(url: string, token: string) {
         transformer: superjson,
         // No key header on a batch; `Idempotency-Attempt` says whether it holds a retry.
         headers: ({ opList }) => ({ ...idempotencyHeaders({ opList }), authorization: `Bearer ${token}` }),
+        fetch: retryingProxyErrors(),
       }),
     ],
   });
