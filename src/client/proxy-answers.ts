@@ -10,9 +10,9 @@ import { LOST_ANSWER_STATUSES } from './retry-policy.js';
  * returned at once without this. With it, such an answer fails as a connection lost before the
  * answer does. Any other answer is returned as it came.
  */
-export function retryingProxyErrors(fetch: FetchFunction = globalThis.fetch): FetchFunction {
+export function retryingProxyErrors(fetch: FetchFunction = globalThis.fetch): PassingFetch {
   return async (input, init) => {
-    const response = await fetch(input, init);
+    const response = await fetch(input, init as RequestInit | undefined);
     const type = response.headers.get('content-type') ?? '';
     if (!LOST_ANSWER_STATUSES.has(response.status) || /\bjson\b/i.test(type)) return response;
     await response.body?.cancel().catch(() => undefined);
@@ -21,3 +21,9 @@ export function retryingProxyErrors(fetch: FetchFunction = globalThis.fetch): Fe
     );
   };
 }
+
+/**
+ * A `fetch` that passes its `init` on as it comes, so that it fits tRPC's `FetchEsque` under
+ * `exactOptionalPropertyTypes` too (where `globalThis.fetch` itself does not).
+ */
+export type PassingFetch = (input: string | URL | Request, init?: object) => Promise<Response>;

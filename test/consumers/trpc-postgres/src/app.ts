@@ -24,6 +24,8 @@ const pool = new pg.Pool({
 const adapter = directStatements(new PrismaPg(pool, { statementNameGenerator: idempotencyStatementNames }));
 export const prisma = new PrismaClient({ adapter });
 // A retry's read of its record goes straight through the adapter, on the same pool: no client runtime.
+// (An adapter made from a URL, PrismaMariaDb or adapterForUrl's, opens a pool of its own on connect():
+// call reads.dispose() on shutdown, or the process never exits.)
 const reads = await adapter.connect();
 
 /** Who is calling: a real app reads a session; here, an `x-user-id` header. */
