@@ -299,8 +299,8 @@ async function withDatabase(
       if (createSqliteFile) mkdirSync(dirname(file), { recursive: true });
       else if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
     }
-    // pg alone would wait forever for a server that accepts and never answers.
-    const factory = await adapterForUrl(url, { connectTimeoutMs: 10_000 });
+    // adapterForUrl gives up on a PostgreSQL server that accepts and never answers (10 s by default).
+    const factory = await adapterForUrl(url);
     const adapter = (await factory.connect()) as SqlDriverAdapterLike & MigrationTarget;
     try {
       // A bare table name lives where the adapter puts the models: ?schema= on PostgreSQL.

@@ -71,9 +71,10 @@ export interface IdempotencyLinkOptions {
  * (a caller's `context.idempotencyKey`, or a key already in the input, wins), keeps that key for all
  * of the call's attempts, and retries network failures, 409 (key still in progress, honouring
  * `Retry-After`), 503 (store unavailable) and answers that are not the server's (a gateway's 502 or
- * 504 in JSON, a proxy's page through `retryingProxyErrors`) with jittered exponential backoff. Other errors, 400 and 422 among them, and the
- * server's own 502 or 504, are returned at once; `op.signal` stops the retries. Every error of a
- * mutation carries its key as `error.meta.idempotencyKey`, to call again with after a give-up.
+ * 504 in JSON, a proxy's page through `retryingProxyErrors`) with jittered exponential backoff.
+ * Other errors, 400 and 422 among them, and the server's own 502 or 504, are returned at once;
+ * `op.signal` stops the retries. The error of a mutation whose key went out carries it as
+ * `error.meta.idempotencyKey`, to call again with after a give-up.
  * Queries and subscriptions pass through untouched. Place it before the terminating link:
  * `links: [idempotencyLink(), httpBatchLink({ url, headers: idempotencyHeaders })]` (the key travels
  * in the input), or `links: [idempotencyLink(), httpLink({ url, headers: idempotencyHeaders })]` (and
@@ -335,8 +336,9 @@ interface ResponseLike {
  * (a gateway's) is a proxy's. One whose body is not JSON is an answer too, which `httpLink` reports
  * without its status: it may stand for any answer of the server's (a proxy's page in place of a 500
  * `IDEMPOTENCY_OUTCOME_UNKNOWN`), so it is final; `retryingProxyErrors` makes a proxy's 502 or 504
- * page a failed fetch. A failed fetch, or a body cut off before it was read, counts as lost. The retry hint is `data.retryAfterMs` (the
- * server's `idempotencyErrorFormatter` puts it there) or the `Retry-After` header. With that formatter
+ * page a failed fetch. A failed fetch, or a body cut off before it was read, counts as lost. The
+ * retry hint is `data.retryAfterMs` (the server's `idempotencyErrorFormatter` puts it there) or the
+ * `Retry-After` header. With that formatter
  * `data.idempotencyCode` also tells the middleware's 409 and 503 from the application's own.
  */
 function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {

@@ -20,9 +20,8 @@ export interface RetryOptions {
 /** Why an attempt failed, as far as retrying is concerned. */
 export type AttemptFailure =
   /**
-   * No answer of the server's arrived: the connection failed, or something in front of the server
-   * answered with a body that is not JSON (a proxy's page, whose status `httpLink` does not hand on).
-   * The request may or may not have run on the server.
+   * No answer arrived: the connection failed (or `retryingProxyErrors` made a proxy's page a failed
+   * fetch). The request may or may not have run on the server.
    */
   | { kind: 'network' }
   /**
@@ -46,8 +45,9 @@ export type AttemptFailure =
       fromProxy?: boolean;
     }
   /**
-   * The server answered with no status this client can read: an error shape without `httpStatus`
-   * (a formatter of your own, over a WebSocket). Retried only when it names a retryable code.
+   * An answer with no status this client can read: an error shape without `httpStatus` (a formatter
+   * of your own, over a WebSocket), or a body that is not JSON (a proxy's page, which may stand for
+   * any answer, `IDEMPOTENCY_OUTCOME_UNKNOWN` among them). Retried only when it names a retryable code.
    */
   | { kind: 'answer'; retryable: boolean; retryAfterMs?: number };
 

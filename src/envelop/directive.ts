@@ -7,6 +7,7 @@ import {
   isObjectType,
 } from 'graphql';
 import { isDuration, MAX_DURATION_MS } from '../core/run-idempotent.js';
+import type { IdempotencyMode } from '../core/unrecorded.js';
 
 /**
  * The SDL of the `@idempotent` directive and its `IdempotencyMode` enum; add it to your type
@@ -103,6 +104,8 @@ const byExtension: Declaration = {
 export function idempotentFieldsOf(
   schema: GraphQLSchema,
   argumentName: string,
+  /** The mode of a field that declares none: the plugin's, else the store's, else transactional. */
+  defaultMode: IdempotencyMode = 'transactional',
 ): Map<GraphQLField<unknown, unknown>, IdempotentField> {
   const directive = schema.getDirective('idempotent');
   const mutationType = schema.getMutationType();
@@ -159,7 +162,9 @@ export function idempotentFieldsOf(
             ? fromDirective(getDirectiveValues(directive, field.astNode))
             : {};
       const problem =
-        typeof declared === 'string' ? declared : problemOf(declared, declaration ?? byDirective);
+        typeof declared === 'string'
+          ? declared
+          : problemOf(declared, declaration ?? byDirective, defaultMode);
       if (problem !== undefined || typeof declared === 'string') {
         problems.push(`${coordinate}: ${problem}`);
         continue;
@@ -218,11 +223,19 @@ function fromExtension(value: unknown): IdempotentField | string {
 }
 
 /** What is wrong with a field's declared arguments, if anything. */
-function problemOf(field: IdempotentField, { argument, lease }: Declaration): string | undefined {
+function problemOf(
+  field: IdempotentField,
+  { argument, lease }: Declaration,
+  defaultMode: IdempotencyMode,
+): string | undefined {
   if (field.ttlMs !== undefined && !isDuration(field.ttlMs)) return `${argument('ttlMs')} ${DURATION}`;
   if (field.leaseMs !== undefined && !isDuration(field.leaseMs)) return `${argument('leaseMs')} ${DURATION}`;
   if (field.leaseMs !== undefined && field.mode === 'transactional') {
     return `${argument('leaseMs')} applies only with ${lease}`;
+  }
+  // Without a mode of its own the field runs in the default one, where a `leaseMs` would be ignored.
+  if (field.leaseMs !== undefined && field.mode === undefined && defaultMode !== 'lease') {
+    return `leaseMs applies only in lease mode, and the field runs in transactional mode (the plugin's and the store's default): declare its mode as lease too`;
   }
   return undefined;
 }

@@ -217,17 +217,10 @@ export function useIdempotency<Context = any, Tx = unknown>({
     let done = prepared.get(schema);
     if (done) return done;
     const fields = new Map<string, IdempotentField>();
-    for (const [field, options] of idempotentFieldsOf(schema, argumentName)) fields.set(field.name, options);
-    const mutationType = schema.getMutationType();
-    // A `leaseMs` on a field that runs in transactional mode by default would be ignored.
-    const leaseless = [...fields].filter(
-      ([, field]) => field.leaseMs !== undefined && modeOf(core.store, field.mode, core.mode) !== 'lease',
-    );
-    if (leaseless.length > 0) {
-      throw new Error(
-        `useIdempotency: misdeclared idempotent fields\n  ${leaseless.map(([name]) => `${mutationType?.name}.${name}: leaseMs applies only in lease mode, and the field runs in transactional mode (the plugin's and the store's default): declare its mode as lease too`).join('\n  ')}`,
-      );
+    for (const [field, options] of idempotentFieldsOf(schema, argumentName, modeOf(core.store, core.mode))) {
+      fields.set(field.name, options);
     }
+    const mutationType = schema.getMutationType();
     done = {
       schema:
         fields.size === 0
