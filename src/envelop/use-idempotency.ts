@@ -129,17 +129,26 @@ interface Execution {
   /** The request's `Idempotency-Attempt: 1`: the client has not sent its keys before. */
   firstAttempt: boolean;
   /**
-   * Whether a field's error may set the whole response's status (a 409 with `Retry-After`, a
-   * 503): only when a retry of the operation runs nothing again.
+   * Which statuses of a field's error may be the whole response's (see `Speaks`); worked out when
+   * an error first asks, since an operation that fails nothing never needs it.
+   */
+  speaks(): Speaks;
+  fields: Map<string | number, IdempotencyExtension>;
+}
+
+/** Which statuses of a field's error may be the whole response's (`toGraphQLError`). */
+interface Speaks {
+  /**
+   * A status that asks for a retry (a 409 with `Retry-After`, a 503): only when a retry of the
+   * operation runs nothing again.
    */
   retrySafe: boolean;
   /**
-   * Whether any other status of a field's error (a 400, a 422, a 500) may be the response's: only
-   * when the field is all the request runs. Beside other fields, which may have run and committed,
-   * it would tell a client that the whole request failed.
+   * Any other status (a 400, a 422, a 500): only when the field is all the request runs. Beside
+   * other fields, which may have run and committed, it would tell a client that the whole request
+   * failed.
    */
   answersRequest: boolean;
-  fields: Map<string | number, IdempotencyExtension>;
 }
 
 /** A schema as this plugin runs its mutations. */
@@ -150,6 +159,8 @@ interface Prepared {
   fields: ReadonlyMap<string, IdempotentField>;
   /** Whether a field returns the mutation type, so that its fields can be selected below the root. */
   nested: boolean;
+  /** Where each operation of a document selects `fields` (see `selectionsOf`). */
+  selections: WeakMap<DocumentNode, Map<OperationDefinitionNode, readonly IdempotentSelection[]>>;
 }
 
 /**
@@ -231,9 +242,33 @@ export function useIdempotency<Context = any, Tx = unknown>({
             }),
       fields,
       nested: mutationTypeIsNested(schema),
+      selections: new WeakMap(),
     };
     prepared.set(schema, done);
     return done;
+  }
+
+  /**
+   * Where `operation` selects the schema's idempotent fields (`idempotentSelections`), walked once
+   * per document: Yoga's parser cache hands every request that sends the same text the same one.
+   */
+  function selectionsOf(
+    { fields, selections }: Prepared,
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+  ): readonly IdempotentSelection[] {
+    let byOperation = selections.get(document);
+    if (byOperation === undefined) {
+      byOperation = new Map();
+      selections.set(document, byOperation);
+    }
+    let found = byOperation.get(operation);
+    if (found === undefined) {
+      found = idempotentSelections(schema, document, operation, fields);
+      byOperation.set(operation, found);
+    }
+    return found;
   }
 
   /**
@@ -243,14 +278,15 @@ export function useIdempotency<Context = any, Tx = unknown>({
    * Returns how many idempotent fields the operation selects.
    */
   function checkSelections(
-    { fields, nested }: Prepared,
+    prepared: Prepared,
     schema: GraphQLSchema,
     document: DocumentNode,
     operation: OperationDefinitionNode,
     key: string | undefined,
   ): number {
+    const { fields, nested } = prepared;
     const coordinate = (name: string) => `${schema.getMutationType()?.name}.${name}`;
-    const selections = idempotentSelections(schema, document, operation, fields);
+    const selections = selectionsOf(prepared, schema, document, operation);
     if (nested && key === undefined && selections.some((selection) => selection.atRoot)) {
       // A mutation field below a keyed root field runs again on every retry (its parent is
       // replayed, and it resolves anew on the replayed value).
@@ -357,7 +393,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         // 409): it may have acted before it, so no status that asks for a retry. A step's (its lease
         // lost) speaks for this key: answered as ours.
         if (thrown?.error === error && !raisedBySteps(error)) throw withoutRetryStatus(error);
-        throw toGraphQLError(error, state ?? { retrySafe: false, answersRequest: false });
+        throw toGraphQLError(error, state?.speaks() ?? { retrySafe: false, answersRequest: false });
       }
     };
   }
@@ -375,12 +411,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
     key: string,
   ): void {
     const fields = schema.getMutationType()?.getFields() ?? {};
-    for (const { fieldName, node } of idempotentSelections(
-      schema,
-      document,
-      operation,
-      prepare(schema).fields,
-    )) {
+    for (const { fieldName, node } of selectionsOf(prepare(schema), schema, document, operation)) {
       let fieldKey: unknown;
       try {
         fieldKey = getArgumentValues(fields[fieldName]!, node, variables)[argumentName];
@@ -528,13 +559,21 @@ export function useIdempotency<Context = any, Tx = unknown>({
         return;
       }
       const firstAttempt = isFirstAttempt(contextHeader(args.contextValue, ATTEMPT_HEADER));
-      const sole = key === undefined && selected > 0 ? soleRootField(args, operation) : undefined;
+      let speaks: Speaks | undefined;
       const state: Execution = {
         operationKey: key,
         firstAttempt,
         fields: new Map(),
-        retrySafe: key !== undefined || (sole !== undefined && keyedField(args, operation, sole)),
-        answersRequest: key !== undefined || sole !== undefined,
+        speaks: () => {
+          if (speaks === undefined) {
+            const sole = key === undefined && selected > 0 ? soleRootField(args, operation) : undefined;
+            speaks = {
+              retrySafe: key !== undefined || (sole !== undefined && keyedField(args, operation, sole)),
+              answersRequest: key !== undefined || sole !== undefined,
+            };
+          }
+          return speaks;
+        },
       };
       // Mutations run on this plugin's copy of the schema, whose idempotent fields it wraps, with
       // a root value of their own through which those fields find this execution's state.
