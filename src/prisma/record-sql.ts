@@ -85,7 +85,7 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
   const find = (scope: string, key: string) =>
     sql`SELECT ${columns}, ${liveFor} FROM ${table} ${where(scope, key)}`;
 
-  return {
+  return fixedTexts({
     returningUpdates: !mysql,
     find,
     findLocked: (scope, key) => sql`${find(scope, key)}${lock}`,
@@ -128,5 +128,29 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
     leaseComplete: (c) =>
       sql`UPDATE ${table} SET status = 'COMPLETED', result = ${c.result}, result_is_error = ${bool(c.resultIsError)}, locked_until = NULL, completed_at = ${now}, expires_at = ${inMs(c.ttlMs)} ${owned(c)}${returningTimes}`,
     leaseRelease: (owner) => sql`DELETE FROM ${table} ${owned(owner)}`,
-  };
+  });
+}
+
+/**
+ * `statements` with each one's text kept from its first build. No text here depends on the values,
+ * so every call hands on the same string, which PostgreSQL's numbering (`textFor`) and the prepared
+ * statements' names find by its hash, computed once, where a text joined anew was flattened and
+ * hashed on every call.
+ */
+function fixedTexts(statements: RecordStatements): RecordStatements {
+  const fixed: Record<string, unknown> = {};
+  for (const [name, member] of Object.entries(statements)) {
+    if (typeof member !== 'function') {
+      fixed[name] = member;
+      continue;
+    }
+    let text: string | undefined;
+    fixed[name] = (...args: unknown[]): Sql => {
+      const built = (member as (...args: unknown[]) => Sql)(...args);
+      text ??= built.text;
+      if (built.text.length !== text.length) throw new Error(`The text of the ${name} statement changed`);
+      return { text, values: built.values };
+    };
+  }
+  return fixed as unknown as RecordStatements;
 }

@@ -120,19 +120,19 @@ export function prismaStore<Client extends PrismaClientLike>(
   };
   /**
    * The row an insert or update returned (`RETURNING`), or `undefined` when it changed none;
-   * where an update cannot return (MySQL/MariaDB), it reads the row with `then` afterwards.
+   * where an update cannot return (MySQL/MariaDB), it reads the row with `then()` afterwards.
    */
-  const written = async (client: PrismaQueryable, query: Sql, then: Sql) => {
+  const written = async (client: PrismaQueryable, query: Sql, then: () => Sql) => {
     if (statements.returningUpdates || query.text.startsWith('INSERT')) return (await rows(client, query))[0];
     if ((await changes(client, query)) === 0) return undefined;
-    return (await rows(client, then))[0];
+    return (await rows(client, then()))[0];
   };
   const createdAt = async (client: PrismaQueryable, query: Sql, scope: string, key: string) => {
-    const row = await written(client, query, statements.createdAt(scope, key));
+    const row = await written(client, query, () => statements.createdAt(scope, key));
     return row ? toDate(row.created_at) : null;
   };
   const completedTimes = async (client: PrismaQueryable, query: Sql, scope: string, key: string) => {
-    const row = await written(client, query, statements.completedTimes(scope, key));
+    const row = await written(client, query, () => statements.completedTimes(scope, key));
     return row ? { completedAt: toDate(row.completed_at)!, expiresAt: toDate(row.expires_at)! } : null;
   };
 
