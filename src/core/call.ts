@@ -11,6 +11,7 @@ import type { IdempotencyEventType } from './events.js';
 import type { Serializer } from './serializer.js';
 import type { Step } from './steps.js';
 import type { Completed, Store, StoredRecord } from './store.js';
+import { withMembers } from './with-members.js';
 
 /** Turns a resolver's error into something storable, and a stored one back into an error. */
 export interface ErrorCodec {
@@ -121,7 +122,8 @@ export function answer<T, Tx>(
 
 /** The facts of the record this call stored, as the store keeps them. */
 export function ranRecord<T, Tx>(call: Call<T, Tx>, firstSeenAt: Date, completed: Completed): RecordInfo {
-  return { ...call.request, firstSeenAt, ...completed };
+  const { completedAt, expiresAt } = completed;
+  return withMembers(call.request, { firstSeenAt, completedAt, expiresAt });
 }
 
 /**

@@ -13,9 +13,11 @@ import {
 import { decide, foreignRecordError } from './decide.js';
 import { waitWhileRunning } from './duplicate-wait.js';
 import { IdempotencyKeyInProgressError, IdempotencyLeaseLostError, isIdempotencyError } from './errors.js';
+import type { IdempotencyEventType } from './events.js';
 import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
 import { raisedBySteps, StepJournal } from './steps.js';
 import type { ClaimOutcome, Completed, Completion, LeaseOperations, LeaseOwner } from './store.js';
+import { withMembers } from './with-members.js';
 
 /**
  * Lease mode: the claim commits on its own with a lease and an owner token, the resolver runs
@@ -25,14 +27,13 @@ import type { ClaimOutcome, Completed, Completion, LeaseOperations, LeaseOwner }
  */
 export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<IdempotentResult<T>> {
   let fenced = false;
-  const call: Call<T, Tx> = {
-    ...options,
-    emit: (type) => {
+  const call: Call<T, Tx> = withMembers(options, {
+    emit: (type: IdempotencyEventType) => {
       if (type === 'fenced' && fenced) return;
       fenced ||= type === 'fenced';
       options.emit(type);
     },
-  };
+  });
   const { lease } = call.store;
   const owner: LeaseOwner = {
     scope: call.request.scope,
@@ -69,7 +70,10 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     let value: T;
     tracking?.start('resolver');
     try {
-      value = await call.resolver(lease.client, { ...call.request, firstSeenAt, step: journal.step });
+      value = await call.resolver(
+        lease.client,
+        withMembers(call.request, { firstSeenAt, step: journal.step }),
+      );
       journal.finish();
       tracking?.finish('resolver');
     } catch (error) {
@@ -152,12 +156,9 @@ async function claimLease<T, Tx>(
     let outcome: ClaimOutcome;
     const sentAt = call.clock();
     try {
-      outcome = await call.store.lease.claim({
-        ...call.request,
-        ownerToken: owner.ownerToken,
-        ttlMs: call.ttlMs,
-        leaseMs: call.leaseMs,
-      });
+      outcome = await call.store.lease.claim(
+        withMembers(call.request, { ownerToken: owner.ownerToken, ttlMs: call.ttlMs, leaseMs: call.leaseMs }),
+      );
     } catch (error) {
       // E.g. the database stopped waiting for a transactional call that holds the key.
       throw claimFailure(call, error);
@@ -193,7 +194,7 @@ async function complete<T, Tx>(
   result: string,
   resultIsError: boolean,
 ): Promise<Completed> {
-  const completion = { ...owner, result, resultIsError, ttlMs: call.ttlMs };
+  const completion = withMembers(owner, { result, resultIsError, ttlMs: call.ttlMs });
   const { tracking } = call;
   heartbeat.stop();
   const heldUntil = heartbeat.heldUntil() - renewalMarginMs(call.leaseMs);

@@ -8,6 +8,7 @@ import type {
   StoredRecord,
   TransactionSession,
 } from './store.js';
+import { withMembers } from './with-members.js';
 
 /** Options of `withLocalCache`. */
 export interface LocalCacheOptions {
@@ -86,7 +87,7 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     const left = hit.until - clock();
     if (!(left > 0)) return null;
     keep(hit.record, hit.until); // most recently used
-    return { ...hit.record, liveForMs: left };
+    return withMembers(hit.record, { liveForMs: left });
   };
 
   const cached: Store<Tx> = Object.create(store);

@@ -7,6 +7,7 @@ import {
 } from './errors.js';
 import { leaseLostAnswer } from './lease-lost.js';
 import type { LeaseOwner, StepOperations, StepRecord, StepWrite } from './store.js';
+import { withMembers } from './with-members.js';
 
 /** What a step's `fn` receives. */
 export interface StepContext<Tx> {
@@ -262,14 +263,8 @@ export class StepJournal<T, Tx> {
   ): Promise<R> {
     const { call, owner } = this;
     const context = { key: stepKey(owner.scope, owner.key, name), name };
-    const write = (result: string, resultIsError: boolean): StepWrite => ({
-      ...owner,
-      name,
-      position,
-      fingerprint: call.request.fingerprint,
-      result,
-      resultIsError,
-    });
+    const write = (result: string, resultIsError: boolean): StepWrite =>
+      withMembers(owner, { name, position, fingerprint: call.request.fingerprint, result, resultIsError });
     try {
       if (options.transactional) {
         const { value, stored } = await steps.transaction(async (session) => {

@@ -12,6 +12,7 @@ import { decide, foreignRecordError } from './decide.js';
 import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
 import { type HeldKeys, hold } from './single-flight.js';
 import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
+import { withMembers } from './with-members.js';
 
 /**
  * What the transaction ended with: the resolver ran, or it threw a replayable error kept as the
@@ -94,7 +95,7 @@ export async function runInTransaction<T, Tx>(
     // A replayable error is kept in this transaction: the claim stays locked until it commits, so
     // a duplicate waiting for the key replays the error instead of claiming the key and running.
     const backToClaim = call.replayErrors && (await session.savepoint?.());
-    const info = { ...request, firstSeenAt: claimed.firstSeenAt };
+    const info = withMembers(request, { firstSeenAt: claimed.firstSeenAt });
     let value: T;
     tracking?.start('resolver');
     try {
@@ -113,12 +114,8 @@ export async function runInTransaction<T, Tx>(
     }
     tracking?.finish('resolver');
     const result = storedText(call.serializer, value, call.maxResultBytes);
-    return {
-      kind: 'ran',
-      value,
-      firstSeenAt: claimed.firstSeenAt,
-      ...(await completing(call, session, result, false)),
-    };
+    const { completed } = await completing(call, session, result, false);
+    return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
   });
   // Once abandoned, nobody awaits the transaction; its rollback must not go unhandled.
   running.catch(() => undefined);
@@ -158,7 +155,8 @@ async function completing<T, Tx>(
 ): Promise<{ completed: Promise<Completed> }> {
   const { tracking } = call;
   tracking?.start('store');
-  const completion = { ...keyOf(call), result, resultIsError, ttlMs: call.ttlMs };
+  const { scope, key } = call.request;
+  const completion = { scope, key, result, resultIsError, ttlMs: call.ttlMs };
   // A `complete` that throws at once fails the promise, as one that rejects does.
   const completed = new Promise<Completed>((resolve) => resolve(session.complete(completion))).then(
     (times) => {
@@ -207,7 +205,7 @@ async function claimOrTakeOver<T, Tx>(
   session: TransactionSession<Tx>,
   abandoned: () => boolean,
 ): Promise<{ firstSeenAt: Date } | { answer: () => IdempotentResult<T> }> {
-  const claimRequest = { ...call.request, ttlMs: call.ttlMs };
+  const claimRequest = withMembers(call.request, { ttlMs: call.ttlMs });
   let claimed: ClaimOutcome;
   try {
     claimed = await session.claim(claimRequest);
@@ -254,7 +252,7 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
   const { tracking } = call;
   tracking?.start('store');
   const stored = await call.store.transaction!(async (session) => {
-    const claimRequest = { ...call.request, ttlMs: call.ttlMs };
+    const claimRequest = withMembers(call.request, { ttlMs: call.ttlMs });
     let claimed: ClaimOutcome;
     try {
       claimed = await session.claim(claimRequest);
@@ -268,7 +266,8 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
       if (kind !== 'takeOver') return false;
       await session.takeOver(claimRequest);
     }
-    await session.complete({ ...keyOf(call), result, resultIsError: true, ttlMs: call.ttlMs });
+    const { scope, key } = call.request;
+    await session.complete({ scope, key, result, resultIsError: true, ttlMs: call.ttlMs });
     return true;
   }).catch((failure: unknown) => {
     tracking?.finish('store', failure);
@@ -277,10 +276,6 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
   if (tracking && stored) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
   tracking?.finish('store');
   if (stored) call.emit('completed');
-}
-
-function keyOf<T, Tx>(call: Call<T, Tx>): { scope: string; key: string } {
-  return { scope: call.request.scope, key: call.request.key };
 }
 
 /** Thrown inside a transaction whose caller already got `IDEMPOTENCY_KEY_IN_PROGRESS`. */

@@ -34,6 +34,7 @@ import {
 import { superjsonSerializer } from '../core/serializer.js';
 import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
+import { withMembers } from '../core/with-members.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
 import { graphqlErrorCodec, toGraphQLError, withoutRetryStatus } from './graphql-error.js';
 import { refusingReadThroughCode } from './read-through-code.js';
@@ -370,8 +371,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         }
         const { [argumentName]: _key, ...input } = args;
         const outcome = await runIdempotent(
-          {
-            ...core,
+          withMembers(core, {
             errorCodec,
             serializer: fieldSerializer,
             ttlMs: field.ttlMs ?? core.ttlMs,
@@ -381,9 +381,9 @@ export function useIdempotency<Context = any, Tx = unknown>({
             key,
             operation: coordinate,
             input,
-            keySource: 'argument',
+            keySource: 'argument' as const,
             firstAttempt: state?.firstAttempt ?? false,
-          },
+          }),
           async (tx, claim) => resolveField(withClaim(context, txName, tx, claim)),
         );
         state?.fields.set(info.path.key, extensionOf(outcome));
@@ -440,8 +440,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
     try {
       refuseOtherFieldKeys(args, operation, variables.coerced, key);
       const outcome = await runIdempotent(
-        {
-          ...core,
+        withMembers(core, {
           mode: operationMode,
           scope: await scope(args.contextValue as Context),
           key,
@@ -453,7 +452,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
           // none is an error of ours a field threw (a nested call's, about another key).
           replayErrors:
             core.replayErrors &&
-            ((error) =>
+            ((error: unknown) =>
               error instanceof FailedOperation &&
               error.errors.every(
                 (e) =>
@@ -461,7 +460,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
                   (core.replayErrors?.(e.originalError ?? e) ?? false),
               )),
           errorCodec: failed,
-        },
+        }),
         async (tx, claim) => {
           const contextValue = withClaim(args.contextValue, txName, tx, claim);
           // The context is this execution's own: fields below the root find the key through it.
@@ -580,7 +579,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
       const execute = (executeArgs: ExecutionArgs) => {
         const rootValue = rootOf(executeArgs.rootValue);
         executions.set(rootValue, state);
-        return executeFn({ ...executeArgs, schema: prepare(executeArgs.schema).schema, rootValue });
+        return executeFn(withMembers(executeArgs, { schema: prepare(executeArgs.schema).schema, rootValue }));
       };
       if (key === undefined) {
         // Selecting no idempotent field, the mutation runs as it would without this plugin, unless
@@ -902,7 +901,8 @@ function extensionOf({ replayed, record }: IdempotentResult<unknown>): Idempoten
 
 function withExtension(result: unknown, idempotency: unknown): ExecutionResult {
   const { extensions, ...rest } = result as ExecutionResult;
-  return { ...rest, extensions: { ...extensions, idempotency } };
+  // `extensions` last, as the client always got it.
+  return Object.assign(rest, { extensions: withMembers(extensions ?? {}, { idempotency }) });
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {

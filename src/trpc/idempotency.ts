@@ -1,12 +1,14 @@
 import { TRPCError, type TRPCMiddlewareFunction } from '@trpc/server';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import { carriesIdempotencyError, IdempotencyKeyMissingError, isIdempotencyError } from '../core/errors.js';
+import type { IdempotencyEvent } from '../core/events.js';
 import { callHeaders, type HeadersLike, headerOf } from '../core/headers.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
 import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent.js';
 import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
+import { withMembers } from '../core/with-members.js';
 import { toTRPCError, trpcErrorCodec } from './errors.js';
 import { callsInRequest, enclosingCallOf, requestHeadersOf, setResponseHeader } from './http-context.js';
 
@@ -244,13 +246,12 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
 
       let ran: Result | undefined;
       const outcome = await runIdempotent(
-        {
-          ...core,
+        withMembers(core, {
           errorCodec: core.errorCodec ?? trpcErrorCodec,
           // Only when some error may be kept: a policy in transactional mode costs a savepoint.
           replayErrors:
             mode === 'lease' || replayErrors !== undefined
-              ? (error) =>
+              ? (error: unknown) =>
                   // An `.output()` after the middleware refused the result. In lease mode its
                   // effects stand, so the refusal answers for the key, as a result that cannot be
                   // stored does; in transactional mode they roll back, so nothing is kept.
@@ -271,11 +272,11 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
           input: fingerprinted,
           keySource,
           firstAttempt,
-          onEvent: (event) => {
+          onEvent: (event: IdempotencyEvent) => {
             if (event.type === 'replayed') replayed = true;
             core.onEvent?.(event);
           },
-        },
+        }),
         async (tx, claim) => {
           const { fingerprint, firstSeenAt, step = stepsNeedLeaseMode } = claim;
           const context = contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt, step });
