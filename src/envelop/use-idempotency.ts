@@ -816,7 +816,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * transaction client, so concurrent fields never see each other's transaction.
  */
 function withTransaction(context: unknown, txName: string, tx: unknown): object {
-  const own: PropertyDescriptorMap = {};
+  // Without a prototype: a member named __proto__ is a member here too.
+  const own: PropertyDescriptorMap = Object.create(null);
   if (typeof context === 'object' && context !== null) {
     // The shared context's own members are this one's own too, so that `{ ...context }` holds
     // them; each reads the shared one as it is now, and a write stays this context's, as it would
@@ -835,10 +836,8 @@ function withTransaction(context: unknown, txName: string, tx: unknown): object 
       };
     }
   }
-  return Object.create((context ?? null) as object | null, {
-    ...own,
-    [txName]: { value: tx, enumerable: true, writable: true, configurable: true },
-  });
+  own[txName] = { value: tx, enumerable: true, writable: true, configurable: true };
+  return Object.create((context ?? null) as object | null, own);
 }
 
 /** What an idempotent resolver finds at `context.idempotency`. */
