@@ -359,17 +359,26 @@ export type Replacement = (
   ...args: unknown[]
 ) => Promise<unknown>;
 
-/** `target` seen through a proxy whose methods named in `replacements` run those instead. */
+/**
+ * `target` seen through a proxy whose methods named in `replacements` run those instead. Each
+ * method is bound once, and again only if the object's member changes: Prisma reads the adapter's
+ * methods on every statement.
+ */
 export function withMethods<T extends object>(target: T, replacements: Record<string, Replacement>): T {
+  const methods = new Map<string | symbol, { value: unknown; method: unknown }>();
   return new Proxy(target, {
     get(object, property) {
       const value: unknown = Reflect.get(object, property, object);
       if (typeof value !== 'function') return value;
+      const known = methods.get(property);
+      if (known?.value === value) return known.method;
       const bound = value.bind(object) as (...args: unknown[]) => Promise<unknown>;
       const replacement = Object.hasOwn(replacements, property)
         ? replacements[property as string]
         : undefined;
-      return replacement ? (...args: unknown[]) => replacement(bound, ...args) : bound;
+      const method = replacement ? (...args: unknown[]) => replacement(bound, ...args) : bound;
+      methods.set(property, { value, method });
+      return method;
     },
   });
 }
