@@ -13,8 +13,6 @@ export function headerOf(headers: HeadersLike | undefined, name: string): Header
   if (!headers) return undefined;
   if (typeof headers.get === 'function') return (headers as { get(name: string): string | null }).get(name);
   const wanted = name.toLowerCase();
-  // Node's `IncomingHttpHeaders` are lowercase: found without reading the others.
-  if (Object.hasOwn(headers, wanted)) return (headers as Record<string, HeaderValue>)[wanted];
   for (const field of Object.keys(headers)) {
     if (field.toLowerCase() === wanted) return (headers as Record<string, HeaderValue>)[field];
   }

@@ -33,7 +33,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
       fenced ||= type === 'fenced';
       options.emit(type);
     },
-  });
+  } satisfies Partial<Call<T, Tx>>);
   const { lease } = call.store;
   const owner: LeaseOwner = {
     scope: call.request.scope,

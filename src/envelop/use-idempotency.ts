@@ -381,9 +381,9 @@ export function useIdempotency<Context = any, Tx = unknown>({
             key,
             operation: coordinate,
             input,
-            keySource: 'argument' as const,
+            keySource: 'argument',
             firstAttempt: state?.firstAttempt ?? false,
-          }),
+          } satisfies Partial<RunIdempotentOptions<Tx>>),
           async (tx, claim) => resolveField(withClaim(context, txName, tx, claim)),
         );
         state?.fields.set(info.path.key, extensionOf(outcome));
@@ -460,7 +460,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
                   (core.replayErrors?.(e.originalError ?? e) ?? false),
               )),
           errorCodec: failed,
-        }),
+        } satisfies Partial<RunIdempotentOptions<Tx>>),
         async (tx, claim) => {
           const contextValue = withClaim(args.contextValue, txName, tx, claim);
           // The context is this execution's own: fields below the root find the key through it.
@@ -899,9 +899,10 @@ function extensionOf({ replayed, record }: IdempotentResult<unknown>): Idempoten
 }
 
 function withExtension(result: unknown, idempotency: unknown): ExecutionResult {
+  // Once a response, with spreads: another plugin's extensions may come from JSON, where a member
+  // named __proto__ is a member (`Object.assign` would set the prototype).
   const { extensions, ...rest } = result as ExecutionResult;
-  // `extensions` last, as the client always got it.
-  return Object.assign(rest, { extensions: withMembers(extensions ?? {}, { idempotency }) });
+  return { ...rest, extensions: { ...extensions, idempotency } };
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {

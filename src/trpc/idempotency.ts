@@ -276,7 +276,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
             if (event.type === 'replayed') replayed = true;
             core.onEvent?.(event);
           },
-        }),
+        } satisfies Partial<RunIdempotentOptions<Tx>>),
         async (tx, claim) => {
           const { fingerprint, firstSeenAt, step = stepsNeedLeaseMode } = claim;
           const context = contextOf(tx, { key, replayed: false, fingerprint, firstSeenAt, step });

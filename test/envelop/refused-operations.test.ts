@@ -50,6 +50,32 @@ describe('useIdempotency refuses an idempotent field it cannot key', () => {
     expect(calls.pay).toBe(0);
   });
 
+  it("refuses each operation of one document by its own selections, whichever was sent first (Yoga's parser cache hands both the same document)", async () => {
+    const { schema, calls } = nestedSchema();
+    const { yoga } = yogaFor(schema);
+    const query =
+      'mutation Root { pay(amount: 5, idempotencyKey: "k") } mutation Below { v1 { pay(amount: 5, idempotencyKey: "k") } }';
+    const send = (operationName: string) =>
+      postGraphQL((url, init) => Promise.resolve(yoga.fetch(url, init)), 'http://yoga/graphql', {
+        query,
+        operationName,
+        userId: 'user-1',
+      });
+
+    const root = await send('Root');
+    const below = await send('Below');
+    const again = await send('Root');
+
+    expect(root.status).toBe(200);
+    expect(below.status).toBe(400);
+    expect(below.body.data).toBeUndefined();
+    expect(below.body.errors?.[0]?.message).toContain(
+      'Mutation.pay is idempotent only as a root field of a mutation; select it there',
+    );
+    expect(again.status).toBe(200);
+    expect(calls.pay).toBe(1);
+  });
+
   it('runs it at the root, also through a fragment spread there', async () => {
     const { schema, calls } = nestedSchema();
     const { send } = yogaFor(schema);
