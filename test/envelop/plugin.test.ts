@@ -6,6 +6,7 @@ import { createSchema, createYoga } from 'graphql-yoga';
 import { describe, expect, it } from 'vitest';
 import { useIdempotency } from '../../src/envelop/index.js';
 import { IdempotencyStoreUnavailableError, memoryStore, type Store } from '../../src/index.js';
+import { postGraphQL } from './graphql-client.js';
 import { type Context, paymentsSchema, yogaFor } from './payments-yoga.js';
 
 describe('useIdempotency at schema build', () => {
@@ -228,6 +229,29 @@ describe('useIdempotency errors', () => {
       });
     },
   );
+
+  it('answers 409 and Retry-After for the only field when its key comes in a variable', async () => {
+    const { schema, calls, hold } = paymentsSchema();
+    const { yoga } = yogaFor(schema, { waitTimeoutMs: 50 });
+    const send = (key: string) =>
+      postGraphQL((url, init) => Promise.resolve(yoga.fetch(url, init)), 'http://yoga/graphql', {
+        query: 'mutation Pay($key: String) { pay(amount: 5, idempotencyKey: $key) }',
+        variables: { key },
+        userId: 'user-1',
+      });
+    const release = hold();
+    const first = send('k-1');
+    await expect.poll(() => calls.pay).toBe(1);
+    const duplicate = await send('k-1');
+    release();
+    await first;
+
+    expect(duplicate.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_IN_PROGRESS' } }]);
+    expect({ status: duplicate.status, retryAfter: duplicate.headers.get('retry-after') }).toEqual({
+      status: 409,
+      retryAfter: '1',
+    });
+  });
 
   it.each([
     [
