@@ -8,9 +8,7 @@
 //
 //   npm run bench:versus-http -- <commit> [pairs] [postgresql url]
 //   (default: 3,000 pairs; a database of its own, idempotent_mutations_profile)
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -25,7 +23,8 @@ import type * as Prisma from '../src/prisma/index.js';
 import type * as Trpc from '../src/trpc/index.js';
 import { graphqlPayment, insertPayment, type PaymentInput, transformer, trpcClient } from './apps.js';
 import { prepareDatabase } from './databases.js';
-import { median, orderOf } from './stats.js';
+import { interleave } from './stats.js';
+import { commitSource, comparedTimes } from './versus-source.js';
 
 const [revision, pairs = '3000', url = 'postgresql://postgres@127.0.0.1:5432/idempotent_mutations_profile'] =
   process.argv.slice(2);
@@ -33,11 +32,7 @@ if (!revision) throw new Error('usage: npm run bench:versus-http -- <commit> [pa
 const PAIRS = Number(pairs);
 const WARMUP = 200;
 
-const commit = execFileSync('git', ['rev-parse', '--short', revision], { encoding: 'utf8' }).trim();
-const root = path.resolve('.tmp/versus-http', commit);
-rmSync(root, { recursive: true, force: true });
-mkdirSync(root, { recursive: true });
-execFileSync('sh', ['-c', `git archive ${commit} src | tar -x -C '${root}'`]);
+const { commit, src, remove } = commitSource(revision, 'versus-http');
 
 type Tx = Parameters<typeof insertPayment>[0];
 interface Context {
@@ -125,31 +120,22 @@ async function listen(server: Server): Promise<string> {
 }
 
 await prepareDatabase({ name: 'PostgreSQL', url, aliases: [] });
-const sides = { tree: await sideOf(path.resolve('src')), [commit]: await sideOf(path.join(root, 'src')) };
-const names = Object.keys(sides);
+const sides = { tree: await sideOf(path.resolve('src')), [commit]: await sideOf(src) };
 const loadAtStart = os.loadavg()[0]!;
 const started = performance.now();
 try {
   console.log(`a fresh key over loopback HTTP, PostgreSQL: this tree against ${commit}, ${PAIRS} pairs each`);
   for (const kind of ['trpc', 'yoga'] as const) {
-    const times: Record<string, number[]> = { tree: [], [commit]: [] };
-    for (let pair = 0; pair < WARMUP + PAIRS; pair++) {
-      for (const name of orderOf(names, pair)) {
-        const start = performance.now();
-        await sides[name]![kind]();
-        if (pair >= WARMUP) times[name]!.push(performance.now() - start);
-      }
-    }
-    const differences = times.tree!.map((ms, i) => (ms - times[commit]![i]!) * 1000);
-    const ms = (name: string) => median(times[name]!).toFixed(3);
-    console.log(
-      `  ${kind === 'trpc' ? 'tRPC' : 'Yoga'}: ${ms('tree')} against ${ms(commit)} ms, ${(median(times.tree!) / median(times[commit]!)).toFixed(3)}× the time; pairs differ by ${median(differences).toFixed(1)} µs (median)`,
+    const times = await interleave(
+      { tree: sides.tree[kind], [commit]: sides[commit]![kind] },
+      { warmup: WARMUP, rounds: PAIRS },
     );
+    console.log(`  ${kind === 'trpc' ? 'tRPC' : 'Yoga'}: ${comparedTimes(times, commit)}`);
   }
   console.log(
     `npm run bench:versus-http -- ${revision}, ${new Date().toISOString()}, node ${process.version}, load average ${loadAtStart.toFixed(1)} → ${os.loadavg()[0]!.toFixed(1)}, ${((performance.now() - started) / 1000).toFixed(0)} s`,
   );
 } finally {
   for (const side of Object.values(sides)) await side.close();
-  rmSync(root, { recursive: true, force: true });
+  remove();
 }

@@ -7,9 +7,7 @@
 //
 //   npm run bench:versus -- <commit> [postgresql url]
 //   (default: a database of its own, idempotent_mutations_profile)
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PrismaClient } from '../generated/postgresql/client.js';
@@ -17,7 +15,8 @@ import type * as Core from '../src/index.js';
 import type * as Prisma from '../src/prisma/index.js';
 import { insertPayment, type PaymentInput } from './apps.js';
 import { prepareDatabase } from './databases.js';
-import { burst, median, orderOf } from './stats.js';
+import { burst, interleave, median, orderOf } from './stats.js';
+import { commitSource, comparedTimes } from './versus-source.js';
 
 const [revision, url = 'postgresql://postgres@127.0.0.1:5432/idempotent_mutations_profile'] =
   process.argv.slice(2);
@@ -28,11 +27,7 @@ const BURSTS = 30;
 const BURST_CALLS = 400;
 const CONCURRENCY = 32;
 
-const commit = execFileSync('git', ['rev-parse', '--short', revision], { encoding: 'utf8' }).trim();
-const root = path.resolve('.tmp/versus', commit);
-rmSync(root, { recursive: true, force: true });
-mkdirSync(root, { recursive: true });
-execFileSync('sh', ['-c', `git archive ${commit} src | tar -x -C '${root}'`]);
+const { commit, src, remove } = commitSource(revision, 'versus');
 
 /** One side: a copy of the library, with a client and a store of its own. */
 async function sideOf(src: string) {
@@ -58,20 +53,15 @@ async function sideOf(src: string) {
 }
 
 await prepareDatabase({ name: 'PostgreSQL', url, aliases: [] });
-const sides = { tree: await sideOf(path.resolve('src')), [commit]: await sideOf(path.join(root, 'src')) };
+const sides = { tree: await sideOf(path.resolve('src')), [commit]: await sideOf(src) };
 const names = Object.keys(sides);
 const loadAtStart = os.loadavg()[0]!;
 const started = performance.now();
 try {
-  const times: Record<string, number[]> = { tree: [], [commit]: [] };
-  for (let pair = 0; pair < WARMUP + PAIRS; pair++) {
-    for (const name of orderOf(names, pair)) {
-      const start = performance.now();
-      await sides[name]!.fresh();
-      if (pair >= WARMUP) times[name]!.push(performance.now() - start);
-    }
-  }
-  const differences = times.tree!.map((ms, i) => (ms - times[commit]![i]!) * 1000);
+  const times = await interleave(
+    { tree: sides.tree.fresh, [commit]: sides[commit]!.fresh },
+    { warmup: WARMUP, rounds: PAIRS },
+  );
   const perSecond: Record<string, number[]> = { tree: [], [commit]: [] };
   for (let round = 0; round < 2 + BURSTS; round++) {
     for (const name of orderOf(names, round)) {
@@ -80,11 +70,8 @@ try {
     }
   }
   const ratios = perSecond.tree!.map((rate, i) => rate / perSecond[commit]![i]!);
-  const ms = (name: string) => median(times[name]!).toFixed(3);
   console.log(`fresh key in process, PostgreSQL: this tree against ${commit}`);
-  console.log(
-    `  concurrency 1, ${PAIRS} pairs: ${ms('tree')} against ${ms(commit)} ms, ${(median(times.tree!) / median(times[commit]!)).toFixed(3)}× the time; pairs differ by ${median(differences).toFixed(1)} µs (median)`,
-  );
+  console.log(`  concurrency 1, ${PAIRS} pairs: ${comparedTimes(times, commit)}`);
   console.log(
     `  concurrency ${CONCURRENCY}, ${BURSTS} bursts of ${BURST_CALLS} each: ${median(perSecond.tree!).toFixed(0)} against ${median(perSecond[commit]!).toFixed(0)} calls/s, ${median(ratios).toFixed(3)}× the calls (median of the pairs)`,
   );
@@ -93,5 +80,5 @@ try {
   );
 } finally {
   for (const side of Object.values(sides)) await side.close();
-  rmSync(root, { recursive: true, force: true });
+  remove();
 }
