@@ -11,7 +11,7 @@ import {
 import { decide, foreignRecordError } from './decide.js';
 import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
 import { type HeldKeys, hold } from './single-flight.js';
-import type { ClaimOutcome, Completed, TransactionSession } from './store.js';
+import type { ClaimOutcome, Completed, Completion, TransactionSession } from './store.js';
 import { withMembers } from './with-members.js';
 
 /**
@@ -155,8 +155,7 @@ async function completing<T, Tx>(
 ): Promise<{ completed: Promise<Completed> }> {
   const { tracking } = call;
   tracking?.start('store');
-  const { scope, key } = call.request;
-  const completion = { scope, key, result, resultIsError, ttlMs: call.ttlMs };
+  const completion = completionOf(call, result, resultIsError);
   // A `complete` that throws at once fails the promise, as one that rejects does.
   const completed = new Promise<Completed>((resolve) => resolve(session.complete(completion))).then(
     (times) => {
@@ -266,8 +265,7 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
       if (kind !== 'takeOver') return false;
       await session.takeOver(claimRequest);
     }
-    const { scope, key } = call.request;
-    await session.complete({ scope, key, result, resultIsError: true, ttlMs: call.ttlMs });
+    await session.complete(completionOf(call, result, true));
     return true;
   }).catch((failure: unknown) => {
     tracking?.finish('store', failure);
@@ -276,6 +274,12 @@ async function storeError<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<voi
   if (tracking && stored) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
   tracking?.finish('store');
   if (stored) call.emit('completed');
+}
+
+/** What the store is given to keep as the call's result (or kept error). */
+function completionOf<T, Tx>(call: Call<T, Tx>, result: string, resultIsError: boolean): Completion {
+  const { scope, key } = call.request;
+  return { scope, key, result, resultIsError, ttlMs: call.ttlMs };
 }
 
 /** Thrown inside a transaction whose caller already got `IDEMPOTENCY_KEY_IN_PROGRESS`. */
