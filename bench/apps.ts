@@ -19,11 +19,11 @@ import { type PrismaStore, type PrismaStoreOptions, prismaStore } from 'idempote
 import { idempotency } from 'idempotent-mutations/trpc';
 import { SuperJSON } from 'superjson';
 import { z } from 'zod';
-import { type AdapterQueries, queryableOf } from '../src/prisma/adapter-queryable.js';
-import { type Provider, providerOf } from '../src/prisma/client.js';
-import { openTransaction, sendsInOrder } from '../src/prisma/direct-statements.js';
-import { type RecordStatements, recordStatements } from '../src/prisma/record-sql.js';
-import { type Sql, textFor } from '../src/prisma/sql.js';
+import { type AdapterQueries, queryableOf } from '#internal/prisma/adapter-queryable.js';
+import { type Provider, providerOf } from '#internal/prisma/client.js';
+import { openTransaction, sendsInOrder } from '#internal/prisma/direct-statements.js';
+import { type RecordStatements, recordStatements } from '#internal/prisma/record-sql.js';
+import { type Sql, textFor } from '#internal/prisma/sql.js';
 import type { BenchPrismaClient } from './databases.js';
 import type { PeerHandler, Peers } from './peers.js';
 

@@ -33,7 +33,7 @@ import { Decimal } from '@prisma/client/runtime/client';
 import { fingerprint, runIdempotent, superjsonSerializer } from 'idempotent-mutations';
 import { type AdapterForUrlOptions, prismaStore, sweepExpired } from 'idempotent-mutations/prisma';
 import pg from 'pg';
-import { storedText } from '../src/core/call.js';
+import { storedText } from '#internal/core/call.js';
 import {
   type BenchServers,
   floorPayment,
@@ -1030,9 +1030,12 @@ const machine = {
   cpus: os.cpus().length,
   cpuModel: os.cpus()[0]?.model ?? 'unknown',
   loadAverage: { start: loadAtStart, end: os.loadavg() },
+  // `npm run bench` builds dist/ and runs it, as an application runs the published package; under
+  // `--conditions=source` the library is its TypeScript, through tsx.
+  library: import.meta.resolve('idempotent-mutations').includes('/dist/') ? 'dist' : 'src (TypeScript)',
 };
 const about =
-  `${command} — ${takenAt.toISOString()}, ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}, ` +
+  `${command} — ${takenAt.toISOString()}, ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}, library ${machine.library}, ` +
   `load average ${loadAtStart[0]!.toFixed(1)} → ${machine.loadAverage.end[0]!.toFixed(1)}, ${seconds.toFixed(0)} s`;
 
 console.log(`\n${about}`);

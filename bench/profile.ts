@@ -72,7 +72,8 @@ function placeOf({ functionName, url }: ProfileNode['callFrame']): string {
   if (url.includes('@prisma/client/runtime')) return "Prisma's client runtime (query compiler included)";
   if (/adapter-pg|\/pg\/|pg-protocol|pg-types|pg-pool/.test(url)) return 'pg and @prisma/adapter-pg';
   if (/@redis\/|@aws-lambda-powertools/.test(url)) return 'Powertools and @redis/client';
-  if (url.includes('/src/')) return 'idempotent-mutations';
+  // Built (`npm run bench:profile`) or the TypeScript (`--conditions=source`).
+  if (url.includes('/dist/') || url.includes('/src/')) return 'idempotent-mutations';
   if (url.startsWith('node:')) return 'Node.js internals';
   return 'other';
 }

@@ -6,8 +6,8 @@
 import { parseArgs } from 'node:util';
 import { runIdempotent } from 'idempotent-mutations';
 import { adapterForUrl, prismaStore } from 'idempotent-mutations/prisma';
-import { recordStatements } from '../src/prisma/record-sql.js';
-import { textFor } from '../src/prisma/sql.js';
+import { recordStatements } from '#internal/prisma/record-sql.js';
+import { textFor } from '#internal/prisma/sql.js';
 import { benchDatabases, openClient, prepareDatabase } from './databases.js';
 import { median, orderOf } from './stats.js';
 

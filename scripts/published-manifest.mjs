@@ -4,7 +4,8 @@
 //   node scripts/published-manifest.mjs restore   package.json as it was
 //
 // The published package.json has no `source` export condition (it points at src/, which is not
-// shipped; this repository's tools resolve its own imports through it), no scripts (`prepare`
+// shipped; this repository's tools resolve its own imports through it), no `imports` (`#internal/…`,
+// which only this repository's benchmark and tests use), no scripts (`prepare`
 // generates this repository's Prisma clients with a script that is not shipped) and no
 // devDependencies. The original waits in .tmp/ until `restore`.
 import { execFileSync } from 'node:child_process';
@@ -16,7 +17,7 @@ const saved = '.tmp/package.json.before-pack';
 
 /** The manifest as published: the same fields, minus what only this repository uses. */
 export function publishedManifest(pkg) {
-  const { scripts: _scripts, devDependencies: _devDependencies, ...published } = pkg;
+  const { scripts: _scripts, devDependencies: _devDependencies, imports: _imports, ...published } = pkg;
   published.exports = Object.fromEntries(
     Object.entries(pkg.exports).map(([path, target]) => {
       if (typeof target !== 'object') return [path, target];

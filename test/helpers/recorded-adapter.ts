@@ -1,5 +1,5 @@
-import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
-import type { SqlDriverAdapterLike } from '../../src/prisma/adapter-queryable.js';
+import { adapterForUrl } from '#internal/prisma/adapter-for-url.js';
+import type { SqlDriverAdapterLike } from '#internal/prisma/adapter-queryable.js';
 
 /** A connected driver adapter, as the store's `reads` takes it, and every query sent through it. */
 export interface RecordedAdapter {
