@@ -469,9 +469,17 @@ describe('useIdempotency among other plugins', () => {
       const opRetry = await send(operation, 'op');
 
       expect(first.body.data).toEqual({ pay: 7 });
+      expect(first.body.extensions).toMatchObject({
+        traced: true,
+        idempotency: { pay: { replayed: false } },
+      });
       expect(retry.body.data).toEqual({ pay: 7 });
       expect(retry.body.extensions).toMatchObject({ traced: true, idempotency: { pay: { replayed: true } } });
       expect(opFirst.body.data).toEqual({ pay: 8 });
+      expect(opFirst.body.extensions).toMatchObject({
+        traced: true,
+        idempotency: { key: 'op', replayed: false },
+      });
       expect(opRetry.body.extensions).toMatchObject({
         traced: true,
         idempotency: { key: 'op', replayed: true },

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { recordStatements } from '../../src/prisma/record-sql.js';
+import { storeTables } from '../../src/prisma/records-table.js';
 
 // The store keeps each statement's text from its first build (`fixedTexts`): that holds only while
 // no text depends on the values. Each statement is built first with one set of values and, on
@@ -49,6 +50,21 @@ describe.each(['postgresql', 'cockroachdb', 'mysql', 'sqlite'] as const)(
     it('have one text whatever their values', () => {
       const texts = (v: Values) => everyStatement(recordStatements(provider), v).map(({ text }) => text);
       expect(texts(other)).toEqual(texts(one));
+    });
+
+    it("name their store's table, whatever another store's statements were built on first", () => {
+      const custom = storeTables(provider, 'App.payment records').records;
+      const statements = recordStatements(provider);
+      everyStatement(statements, one);
+      const customTexts = everyStatement(recordStatements(provider, custom), other).map(({ text }) => text);
+      for (const text of customTexts) {
+        expect(text).toContain(custom);
+        expect(text).not.toMatch(/\bidempotency_records\b/);
+      }
+      expect(customTexts).toEqual(
+        everyStatement(recordStatements(provider, custom), one).map(({ text }) => text),
+      );
+      for (const { text } of everyStatement(statements, other)) expect(text).not.toContain(custom);
     });
 
     it('carry each call its own values, after the first', () => {
