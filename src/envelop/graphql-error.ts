@@ -1,6 +1,6 @@
 import { GraphQLError } from 'graphql';
 import { RETRYABLE_CODES, RETRYABLE_STATUSES } from '../client/retry-policy.js';
-import { isIdempotencyError } from '../core/errors.js';
+import { carriesIdempotencyError, isIdempotencyError, statusOf } from '../core/errors.js';
 import { httpAnswerOf } from '../core/http-status.js';
 import { defaultErrorCodec, type ErrorCodec } from '../core/run-idempotent.js';
 
@@ -23,6 +23,23 @@ export function toGraphQLError(
   return new GraphQLError(error.message, {
     extensions: speaks ? { code: error.code, http } : { code: error.code },
   });
+}
+
+/**
+ * Whether `error` is one of our errors (`carriesIdempotencyError`), or a `GraphQLError` carrying one
+ * of our codes (a downstream service's answer the resolver forwarded), through its `originalError`s:
+ * either speaks of another key, and is never kept for this one, whatever `replayErrors` says.
+ */
+export function carriesOurCode(error: unknown): boolean {
+  let node = error;
+  for (let depth = 0; depth < 10 && node; depth++) {
+    if (carriesIdempotencyError(node)) return true;
+    if (!(node instanceof GraphQLError)) return false;
+    const { code } = node.extensions;
+    if (typeof code === 'string' && Object.hasOwn(statusOf, code)) return true;
+    node = node.originalError;
+  }
+  return false;
 }
 
 /**

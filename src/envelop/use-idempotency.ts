@@ -16,7 +16,6 @@ import {
 } from 'graphql';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
 import {
-  carriesIdempotencyError,
   IdempotencyInputError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
@@ -36,7 +35,7 @@ import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { withMembers } from '../core/with-members.js';
 import { type IdempotentField, idempotentFieldsOf } from './directive.js';
-import { graphqlErrorCodec, toGraphQLError, withoutRetryStatus } from './graphql-error.js';
+import { carriesOurCode, graphqlErrorCodec, toGraphQLError, withoutRetryStatus } from './graphql-error.js';
 import { refusingReadThroughCode } from './read-through-code.js';
 import { copySchema } from './schema-copy.js';
 import {
@@ -223,6 +222,10 @@ export function useIdempotency<Context = any, Tx = unknown>({
   const fieldSerializer = refusingReadThroughCode(
     core.serializer ?? core.store.serializer ?? superjsonSerializer(),
   );
+  /** A field's error is kept as the user's `replayErrors` says, unless it carries one of our codes. */
+  const { replayErrors } = core;
+  const fieldReplayErrors =
+    replayErrors && ((error: unknown) => !carriesOurCode(error) && replayErrors(error));
 
   /** Checks the schema's idempotent fields (throwing on misdeclared ones) and makes its copy. */
   function prepare(schema: GraphQLSchema): Prepared {
@@ -373,6 +376,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
         const outcome = await runIdempotent(
           withMembers(core, {
             errorCodec,
+            replayErrors: fieldReplayErrors,
             serializer: fieldSerializer,
             ttlMs: field.ttlMs ?? core.ttlMs,
             mode,
@@ -455,9 +459,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
             ((error: unknown) =>
               error instanceof FailedOperation &&
               error.errors.every(
-                (e) =>
-                  !carriesIdempotencyError(e.originalError ?? e) &&
-                  (core.replayErrors?.(e.originalError ?? e) ?? false),
+                (e) => !carriesOurCode(e) && (core.replayErrors?.(e.originalError ?? e) ?? false),
               )),
           errorCodec: failed,
         } satisfies Partial<RunIdempotentOptions<Tx>>),

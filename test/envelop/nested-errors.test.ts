@@ -173,40 +173,66 @@ describe('useIdempotency: an error of ours that a resolver throws (a nested call
     },
   );
 
-  it('is never kept for the key, whatever replayErrors says, and gets the same answer each time', async () => {
-    let runs = 0;
-    const schema = createSchema({
-      typeDefs:
-        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
-      resolvers: {
-        Mutation: {
-          pay: () => {
-            runs++;
-            throw new IdempotencyKeyInProgressError(2_000); // a nested runIdempotent's
-          },
-        },
+  /** A downstream GraphQL service's 409, forwarded as it came (extensions and all). */
+  const forwarded = () =>
+    new GraphQLError('The idempotency key is in use by a request still running', {
+      extensions: {
+        code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
+        http: { status: 409, headers: { 'Retry-After': '2' } },
       },
     });
-    const yoga = createYoga({
-      schema,
-      logging: false,
-      plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice', replayErrors: () => true })],
-    });
-    const answers = [];
-    for (let i = 0; i < 2; i++) {
-      const response = await post(yoga, 'mutation { pay(amount: 1, idempotencyKey: "k-1") }');
-      const body = (await response.json()) as { errors?: { extensions?: { code?: string } }[] };
-      answers.push([
-        response.status,
-        response.headers.get('retry-after'),
-        body.errors?.[0]?.extensions?.code,
-      ]);
-    }
-    expect(answers[1]).toEqual(answers[0]);
-    expect(answers[0]![0]).not.toBe(409);
-    expect(answers[0]![1]).toBeNull();
-    expect(runs).toBe(2);
-  });
+  const byArgument = 'mutation { pay(amount: 1, idempotencyKey: "k-1") }';
+  it.each([
+    [
+      'its own error of ours (a nested call’s), by an argument key',
+      () => new IdempotencyKeyInProgressError(2_000),
+      byArgument,
+      {},
+    ],
+    ['a downstream answer it forwards, by an argument key', forwarded, byArgument, {}],
+    [
+      'a downstream answer it forwards, by an Idempotency-Key header',
+      forwarded,
+      'mutation { pay(amount: 1) }',
+      { 'Idempotency-Key': 'k-1' },
+    ],
+  ])(
+    'is never kept for the key as %s, whatever replayErrors says, and gets the same answer each time',
+    async (_, thrown, query, headers) => {
+      let runs = 0;
+      const schema = createSchema({
+        typeDefs:
+          'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
+        resolvers: {
+          Mutation: {
+            pay: () => {
+              runs++;
+              throw thrown();
+            },
+          },
+        },
+      });
+      const yoga = createYoga({
+        schema,
+        logging: false,
+        plugins: [useIdempotency({ store: memoryStore(), scope: () => 'alice', replayErrors: () => true })],
+      });
+      const answers = [];
+      for (let i = 0; i < 2; i++) {
+        const response = await post(yoga, query, headers);
+        const body = (await response.json()) as { errors?: { extensions?: { code?: string } }[] };
+        answers.push([
+          response.status,
+          response.headers.get('retry-after'),
+          body.errors?.[0]?.extensions?.code,
+        ]);
+      }
+      expect(answers[1]).toEqual(answers[0]);
+      expect(answers[0]![0]).not.toBe(409);
+      expect(answers[0]![1]).toBeNull();
+      expect(runs).toBe(2);
+    },
+  );
 });
 
 describe('useIdempotency under an Idempotency-Key header: an operation one of whose fields threw an error of ours', () => {
