@@ -72,7 +72,8 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
     try {
       value = await call.resolver(
         lease.client,
-        withMembers(call.request, { firstSeenAt, step: journal.step }),
+        // The resolver's own Date: one it changes is not the answer's.
+        withMembers(call.request, { firstSeenAt: new Date(firstSeenAt.getTime()), step: journal.step }),
       );
       journal.finish();
       tracking?.finish('resolver');

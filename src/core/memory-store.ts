@@ -22,7 +22,10 @@ export interface MemoryStoreOptions extends ModeDefaults {
   clock?: (() => number) | undefined;
 }
 
-/** A record as the memory store keeps it: times in epoch milliseconds on its clock. */
+/**
+ * A record as the memory store keeps it, times on its clock. Every time it hands out is a Date of
+ * its own (`copy`), as a database's read is: a caller that changes one changes no record.
+ */
 interface Kept extends Omit<StoredRecord, 'liveForMs'> {}
 
 /** A step as the memory store keeps it: with the time it stops being replayable. */
@@ -46,7 +49,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
   /** The record as read now, with its liveness by this store's clock. */
   const read = (record: Kept, now = clock()): StoredRecord => {
     const end = record.status === 'COMPLETED' ? record.expiresAt : record.lockedUntil;
-    return { ...record, liveForMs: end === null ? 0 : end.getTime() - now };
+    return {
+      ...record,
+      lockedUntil: record.lockedUntil && copy(record.lockedUntil),
+      createdAt: copy(record.createdAt),
+      completedAt: record.completedAt && copy(record.completedAt),
+      expiresAt: copy(record.expiresAt),
+      liveForMs: end === null ? 0 : end.getTime() - now,
+    };
   };
   /** `ms` after `now`: one reading of the clock per write, as a statement has one `now()`. */
   const after = (ms: number, now = clock()) => new Date(now + ms);
@@ -98,7 +108,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     const now = clock();
     const times = { completedAt: after(0, now), expiresAt: after(ttlMs, now) };
     Object.assign(record, { status: 'COMPLETED', result, resultIsError, lockedUntil: null, ...times });
-    return times;
+    return { completedAt: copy(times.completedAt), expiresAt: copy(times.expiresAt) };
   };
 
   return {
@@ -130,12 +140,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
             if (existing) return { claimed: false, existing: read(existing) };
             const record = inProgress(claim);
             staged.set(id, record);
-            return { claimed: true, firstSeenAt: record.createdAt, tookOver: false };
+            return { claimed: true, firstSeenAt: copy(record.createdAt), tookOver: false };
           },
           async takeOver(claim) {
             const record = inProgress(claim);
             staged.set(idOf(claim.scope, claim.key), record);
-            return record.createdAt;
+            return copy(record.createdAt);
           },
           async complete({ scope, key, result, resultIsError, ttlMs }) {
             return completed(stagedRecord(scope, key), result, resultIsError, ttlMs);
@@ -174,7 +184,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
             lockedUntil: after(claim.leaseMs, now),
           };
           records.set(id, record);
-          return { claimed: true, firstSeenAt: record.createdAt, tookOver: existing !== undefined };
+          return { claimed: true, firstSeenAt: copy(record.createdAt), tookOver: existing !== undefined };
         } finally {
           unlock();
         }
@@ -224,7 +234,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     return {
       async list(scope, key) {
         return (steps.get(idOf(scope, key)) ?? [])
-          .map(({ expiresAt, ...step }) => ({ ...step, liveForMs: expiresAt.getTime() - clock() }))
+          .map(({ expiresAt, completedAt, ...step }) => ({
+            ...step,
+            completedAt: copy(completedAt),
+            liveForMs: expiresAt.getTime() - clock(),
+          }))
           .sort((a, b) => a.position - b.position);
       },
       save: async (step) => (await whileOwned(step, (record) => append(step, record))) !== null,
@@ -258,6 +272,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       },
     };
   }
+}
+
+/** A Date of its own at `date`'s time. */
+function copy(date: Date): Date {
+  return new Date(date.getTime());
 }
 
 function idOf(scope: string, key: string): string {

@@ -69,7 +69,8 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     forget(id);
     const size = sizeOf(record);
     if (size > maxBytes) return;
-    entries.set(id, { record, until, bytes: size });
+    // A copy: the record kept is never one its caller holds, nor one a hit hands out.
+    entries.set(id, { record: withOwnTimes(record, record.liveForMs), until, bytes: size });
     bytes += size;
     // The first entries of a Map are its least recently used ones.
     for (const oldest of entries.keys()) {
@@ -86,8 +87,10 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
     if (!hit) return null;
     const left = hit.until - clock();
     if (!(left > 0)) return null;
-    keep(hit.record, hit.until); // most recently used
-    return withMembers(hit.record, { liveForMs: left });
+    // Most recently used: last again, as it was (the entry is already a copy of its own).
+    entries.set(idOf(scope, key), hit);
+    bytes += hit.bytes;
+    return withOwnTimes(hit.record, left);
   };
 
   const cached: Store<Tx> = Object.create(store);
@@ -212,6 +215,18 @@ function completedRecord(
 }
 
 /** An estimate of a record's heap size: UTF-16 strings, plus the entry's own objects. */
+/** `record` with `liveForMs`, and Dates of its own: a caller that changes one changes no entry. */
+function withOwnTimes(record: StoredRecord, liveForMs: number): StoredRecord {
+  const { lockedUntil, createdAt, completedAt, expiresAt } = record;
+  return withMembers(record, {
+    lockedUntil: lockedUntil && new Date(lockedUntil.getTime()),
+    createdAt: new Date(createdAt.getTime()),
+    completedAt: completedAt && new Date(completedAt.getTime()),
+    expiresAt: new Date(expiresAt.getTime()),
+    liveForMs,
+  });
+}
+
 function sizeOf(record: StoredRecord): number {
   const characters =
     (record.result?.length ?? 0) +

@@ -95,7 +95,8 @@ export async function runInTransaction<T, Tx>(
     // A replayable error is kept in this transaction: the claim stays locked until it commits, so
     // a duplicate waiting for the key replays the error instead of claiming the key and running.
     const backToClaim = call.replayErrors && (await session.savepoint?.());
-    const info = withMembers(request, { firstSeenAt: claimed.firstSeenAt });
+    // The resolver's own Date: one it changes is not the answer's.
+    const info = withMembers(request, { firstSeenAt: new Date(claimed.firstSeenAt.getTime()) });
     let value: T;
     tracking?.start('resolver');
     try {

@@ -106,6 +106,33 @@ export function runStoreConformance(
         expect(types()).toEqual(['claimed', 'completed', 'replayed']);
       });
 
+      it('hands out times of its own: a caller that changes them changes no record and no later answer', async () => {
+        const { options } = call(uniqueScope(), mode);
+        const resolver = vi.fn(async (_tx: unknown, claim: ResolverClaim<unknown>) => {
+          claim.firstSeenAt.setTime(0);
+          return 1;
+        });
+        const first = await runIdempotent(options, resolver);
+        const times = (record: typeof first.record) =>
+          [record.firstSeenAt, record.completedAt, record.expiresAt].map((date) => date.getTime());
+        const kept = times(first.record);
+        expect(kept[0]).toBeGreaterThan(0);
+        const clear = (record: typeof first.record) => {
+          for (const date of [record.firstSeenAt, record.completedAt, record.expiresAt]) date.setTime(0);
+        };
+        clear(first.record); // an expiresAt of 1970 in the store would run the resolver again
+        const second = await runIdempotent(options, resolver);
+        clear(second.record);
+        const third = await runIdempotent(options, resolver);
+        expect(resolver).toHaveBeenCalledTimes(1);
+        expect([second.replayed, third.replayed]).toEqual([true, true]);
+        expect(times(third.record)).toEqual(kept);
+        const { scope, key } = first.record;
+        const found = await options.store.find(scope, key);
+        found?.expiresAt.setTime(0);
+        expect((await options.store.find(scope, key))?.expiresAt.getTime()).toBe(kept[2]);
+      });
+
       it('replays a completed record to a call hinted as a first attempt, without reading it first', async () => {
         const { options, types } = call(uniqueScope(), mode);
         const resolver = vi.fn(async () => ({ id: 1, at: new Date(5) }));
