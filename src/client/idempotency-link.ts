@@ -117,7 +117,10 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
       }
       const known = calls.get(op.id);
       const key = typeof given === 'string' ? given : (known?.key ?? newKey(generateKey));
-      const sent = { key, sends: known?.sends ?? 0, inFlight: known?.inFlight ?? 0 };
+      // The call's one entry, changed in place: a send still tearing down (retryLink sends again
+      // from inside its error) counts off the entry the map holds, never a copy left behind.
+      const sent = known ?? { key, sends: 0, inFlight: 0 };
+      sent.key = key;
       remember(calls, op.id, sent);
       // Only the sends of a key this link made are numbered: the caller's may have gone out before.
       const counted = typeof given !== 'string';

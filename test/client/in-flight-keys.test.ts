@@ -1,4 +1,4 @@
-import { retryLink, TRPCClientError, type TRPCLink } from '@trpc/client';
+import { type Operation, retryLink, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyTRPCRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 import { expect, it } from 'vitest';
@@ -41,4 +41,43 @@ it('keeps the key of a call still waiting for its answer, however many calls run
   await Promise.all(calls);
   const [firstKey, resentKey] = [...keys.values()][0]!;
   expect(resentKey).toBe(firstKey);
+});
+
+it('forgets a call retryLink sent again once it failed for good, past the 1,000 failed calls it remembers', async () => {
+  const sent: string[] = [];
+  const firstCall: {
+    op?: Operation;
+    next?: (op: Operation) => ReturnType<ReturnType<TRPCLink<AnyTRPCRouter>>>;
+  } = {};
+  // Between retryLink and idempotencyLink: keeps the first call, to send it again at the end.
+  const keeping: TRPCLink<AnyTRPCRouter> =
+    () =>
+    ({ op, next }) => {
+      if (firstCall.op === undefined) Object.assign(firstCall, { op, next });
+      return next(op);
+    };
+  // Fails every send at once: retryLink sends the call again from inside the error.
+  const failing: TRPCLink<AnyTRPCRouter> =
+    () =>
+    ({ op }) =>
+      observable((observer) => {
+        sent.push((op.input as { idempotencyKey: string }).idempotencyKey);
+        observer.error(TRPCClientError.from(new Error('refused')));
+      });
+  const client = clientOf({
+    links: [
+      retryLink({ retry: ({ attempts }) => attempts < 2 }),
+      keeping,
+      idempotencyLink({ retry: { attempts: 1 } }),
+      failing,
+    ],
+  });
+  for (let n = 0; n <= 1_001; n++) await client.pay.mutate({ n }).catch(() => undefined);
+  const [firstKey, resentKey] = sent;
+  expect(resentKey).toBe(firstKey); // retryLink's send of the same call
+  // A later send of the first call, long forgotten: a new logical mutation, with a new key.
+  await new Promise<void>((resolve) =>
+    firstCall.next!(firstCall.op!).subscribe({ error: () => resolve(), complete: () => resolve() }),
+  );
+  expect(sent.at(-1)).not.toBe(firstKey);
 });
