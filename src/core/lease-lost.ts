@@ -20,8 +20,12 @@ export async function leaseLostAnswer<T, Tx>(
 ): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
   call.emit('fenced');
   const current = await call.store.find(owner.scope, owner.key).catch(() => null);
+  // Still this call's own (a step refused because the call could not be sure its lease would hold):
+  // nobody took it over, and the runner frees the key, so no record will answer a retry.
+  const own = current !== null && current.ownerToken === owner.ownerToken;
   const answers =
     current !== null &&
+    !own &&
     current.operation === call.request.operation &&
     current.fingerprint === call.request.fingerprint &&
     current.liveForMs > 0;
@@ -29,9 +33,11 @@ export async function leaseLostAnswer<T, Tx>(
   return outcomeUnknown(
     call,
     ran,
-    current !== null && current.fingerprint !== call.request.fingerprint
-      ? 'its lease ran out and a call with another input took the key over before its result could be stored'
-      : 'its lease ran out and the key was freed before its result could be stored',
+    own
+      ? 'its lease was running out (nothing renewed it, or it reached maxLeaseMs) before its next step, which did not run, and the key is freed'
+      : current !== null && current.fingerprint !== call.request.fingerprint
+        ? 'its lease ran out and a call with another input took the key over before its result could be stored'
+        : 'its lease ran out and the key was freed before its result could be stored',
     undefined,
   );
 }

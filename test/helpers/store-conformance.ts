@@ -799,6 +799,29 @@ export function runStoreConformance(
         expect(charges).toBe(1);
       });
 
+      it('answers IDEMPOTENCY_OUTCOME_UNKNOWN, not a 409 naming another request, when the lease it doubts before a step is still its own', async () => {
+        const scope = uniqueScope();
+        let now = 0;
+        // No heartbeat: by the call's clock its 1 s lease ran out; by the store's, nothing moved.
+        const { options, types } = call(scope, 'lease', { leaseMs: 1_000, ttlMs: 60_000, clock: () => now });
+        let charges = 0;
+        const charge = (claim: ResolverClaim<unknown>) =>
+          (claim.step as Step<unknown>)('charge', () => ++charges);
+        const first = runIdempotent(options, async (_tx, claim) => {
+          now += 2_000; // a slow lookup before the charge
+          return charge(claim);
+        });
+        await expect(first).rejects.toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' });
+        expect(charges).toBe(0);
+        expect(types()).toContain('outcome_unknown');
+        // The key was freed: a retry runs the mutation, and its charge, once.
+        await expect(runIdempotent(options, async (_tx, claim) => charge(claim))).resolves.toMatchObject({
+          value: 1,
+          replayed: false,
+        });
+        expect(charges).toBe(1);
+      });
+
       it('counts a lease from the claim that took the key, not from before a wait for the call that held it', async () => {
         const scope = uniqueScope();
         let now = 0;
