@@ -234,4 +234,43 @@ function deadlock(x: Client) {
     // Statements after the deadlock would have committed on their own: not run again, not "retry me".
     expect(answered).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' } });
   });
+
+  it('a transactional step whose fn writes after catching the deadlock: IDEMPOTENCY_OUTCOME_UNKNOWN, not run again', async () => {
+    const userId = `u-${Math.random().toString(36).slice(2)}`;
+    const store = prismaStore(a);
+    let lock: ReturnType<typeof deadlock> | undefined;
+    let runs = 0;
+    const pay = () =>
+      settled(
+        runIdempotent(
+          { store, scope: userId, key: 'k', operation: 'pay', input: { amount: '5.00' }, mode: 'lease' },
+          (_tx, claim: ResolverClaim<unknown>) =>
+            (claim.step as Step<Client>)(
+              'pay',
+              async ({ tx }) => {
+                runs++;
+                await lock?.victim(tx);
+                // Written after the deadlock: outside any transaction, it commits on its own.
+                const payment = await tx.payment.create({
+                  data: { userId, amount: new Decimal('5.00'), currency: 'EUR' },
+                });
+                return payment.id;
+              },
+              { transactional: true },
+            ),
+        ),
+      );
+    const struck = deadlock(x);
+    lock = struck;
+    await struck.held;
+    const first = pay();
+    await struck.ready;
+    await struck.strike();
+    const answered = await first;
+    lock = undefined;
+    expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
+    expect(await store.steps!.list(userId, 'k')).toEqual([]);
+    expect(answered).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' } });
+    expect(runs).toBe(1);
+  });
 });
