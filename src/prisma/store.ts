@@ -150,9 +150,12 @@ export function prismaStore<Client extends PrismaClientLike>(
     },
 
     transaction: (work) =>
-      interactive((tx, own, withCommit, seal) => work(sessionOf(tx, own, withCommit, seal)), {
-        askIfAborted: true,
-      }),
+      interactive(
+        (tx, own, withCommit, seal, conflicted) => work(sessionOf(tx, own, withCommit, seal, conflicted)),
+        {
+          askIfAborted: true,
+        },
+      ),
 
     lease: leaseOperations(),
     steps: stepOperations(),
@@ -197,12 +200,18 @@ export function prismaStore<Client extends PrismaClientLike>(
       own: PrismaQueryable,
       withCommit?: WithCommit,
       seal?: () => () => void,
+      conflicted?: (error: unknown) => void,
     ) => Promise<T>,
     { askIfAborted = false } = {},
   ): Promise<T> {
     return retryingTransaction(
       async (inside) => {
         let sentWithCommit: Promise<unknown> | undefined;
+        /** A write conflict a statement of the store's met that the work did not throw (`savepoint`). */
+        let conflict: unknown;
+        const conflicted = (error: unknown) => {
+          conflict ??= error;
+        };
         const withCommit: WithCommit = (sent) => {
           sent.catch(() => undefined); // awaited below, unless the transaction fails first
           sentWithCommit = sent;
@@ -210,18 +219,25 @@ export function prismaStore<Client extends PrismaClientLike>(
         const value = await openTransaction((opening, begun) =>
           prisma.$transaction((tx: Tx & PrismaQueryable) => {
             begun();
+            const own = opening.direct ? queryableOf(opening.direct) : undefined;
             const ran = inside(
               () =>
-                opening.direct
+                own
                   ? work(
                       tx,
-                      queryableOf(opening.direct),
+                      own,
                       sendsInOrder(opening, provider) ? withCommit : undefined,
                       opening.seal,
+                      conflicted,
                     )
                   : work(tx, tx),
               {
-                aborted: askIfAborted ? () => abortedByDatabase(tx, provider) : undefined,
+                // Asked on the store's own statements where it has them: a question sent through
+                // the client would count as the work going on after a conflict, and a sealed
+                // transaction refuses it.
+                aborted: askIfAborted
+                  ? async () => conflict ?? abortedByDatabase(own ?? tx, provider)
+                  : undefined,
                 wentOnAfterConflict: opening.wentOnAfterConflict,
                 wroteOutside: opening.wroteOutside,
               },
@@ -332,6 +348,7 @@ export function prismaStore<Client extends PrismaClientLike>(
     own: PrismaQueryable,
     withCommit: WithCommit | undefined,
     seal: (() => () => void) | undefined,
+    conflicted?: (error: unknown) => void,
   ): TransactionSession<Tx> {
     // The spread last: members defined after one take V8's slow path (see `withMembers`).
     return {
@@ -378,7 +395,7 @@ export function prismaStore<Client extends PrismaClientLike>(
         withCommit?.(completed);
         return completed;
       },
-      ...(seal && { savepoint: () => savepoint((sql) => changes(own, sql), withCommit, seal) }),
+      ...(seal && { savepoint: () => savepoint((sql) => changes(own, sql), withCommit, seal, conflicted) }),
     };
   }
 }
@@ -396,6 +413,8 @@ async function savepoint(
   send: (statement: Sql) => PromiseLike<unknown>,
   withCommit: WithCommit | undefined,
   seal: () => () => void,
+  /** Told of a write conflict going back met: the runner throws the resolver's error, not it. */
+  conflicted?: (error: unknown) => void,
 ): Promise<(error: unknown) => Promise<boolean>> {
   const marked = Promise.resolve(send({ text: 'SAVEPOINT idempotency_claimed', values: [] }));
   // Sent in order with the resolver's statements (as a completion with the commit): not waited for.
@@ -411,11 +430,13 @@ async function savepoint(
     try {
       await marked;
       await send({ text: 'ROLLBACK TO SAVEPOINT idempotency_claimed', values: [] });
-    } catch (error) {
+    } catch (failure) {
       // Not kept here: the transaction rolls back as after any error, its statements (the question
-      // whether the database had aborted it) Prisma's again.
+      // whether the database had aborted it) Prisma's again. A write conflict met here (a
+      // background abort, noticed on the way back) says the database had aborted it.
+      if (classify(databaseErrorIn(failure)) === 'writeConflict') conflicted?.(failure);
       unseal();
-      throw error;
+      throw failure;
     }
     return true;
   };

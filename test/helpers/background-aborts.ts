@@ -5,6 +5,7 @@ import type {
   Transaction,
 } from '@prisma/driver-adapter-utils';
 import { adapterForUrl } from '../../src/prisma/adapter-for-url.js';
+import { directStatements } from '../../src/prisma/direct-statements.js';
 
 /**
  * When the session learns that the database aborted its transaction: on the statement right after
@@ -49,7 +50,9 @@ export async function backgroundAborts(
   url: string,
   provider: 'postgresql' | 'mysql',
 ): Promise<BackgroundAborts> {
-  const inner = (await adapterForUrl(url)) as unknown as SqlDriverAdapterFactory;
+  // The server's side, beneath `directStatements` (put back on top below, as `adapterForUrl` puts
+  // it): the store's own statements, sent past the client, meet the abort as the client's do.
+  const inner = (await adapterForUrl(url, { directStatements: false })) as unknown as SqlDriverAdapterFactory;
   const conflict =
     provider === 'mysql'
       ? `SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found when trying to get lock; try restarting transaction'`
@@ -69,6 +72,7 @@ export async function backgroundAborts(
      * outside any transaction.
      */
     const run = async <R>(statement: () => Promise<R>, ends = false): Promise<R> => {
+      await abortNow();
       if (untilNotice === undefined || untilNotice-- > 0) return statement();
       untilNotice = undefined;
       // The server's own conflict error.
@@ -79,14 +83,23 @@ export async function backgroundAborts(
       if (ends) await statement();
       throw notice;
     };
-    const abortAfter = async (query: SqlQuery) => {
+    /** The abort the plan's statement set off, carried out before the session's next statement. */
+    let abortPending: AbortNotice | undefined;
+    const abortAfter = (query: SqlQuery) => {
       if (wasAborted || !pending?.after.test(query.sql)) return;
       wasAborted = true;
-      const { notice } = pending;
+      abortPending = pending.notice;
       if (--pending.times === 0) pending = undefined;
       aborted++;
-      // Not a statement of Prisma's (which `directStatements` watches): the server's own. On
-      // MariaDB it goes on the driver's connection itself, beneath every wrapper of the adapter.
+    };
+    // Between the statements, as a server's background abort comes: after whoever sent the plan's
+    // statement read its answer (as `directStatements` reads MariaDB's status flags in it).
+    const abortNow = async () => {
+      const notice = abortPending;
+      if (notice === undefined) return;
+      abortPending = undefined;
+      // The server's own statement, on the driver's transaction beneath every wrapper of the
+      // adapter (on MariaDB, on the connection itself).
       const { conn } = tx as { conn?: { query(sql: string): Promise<unknown> } };
       if (provider === 'mysql' && conn) await conn.query('ROLLBACK /* aborted in the background */');
       else await tx.executeRaw(raw('ROLLBACK /* aborted in the background */'));
@@ -101,7 +114,7 @@ export async function backgroundAborts(
           case 'executeRaw':
             return async (query: SqlQuery) => {
               const result = await run(() => target[name](query) as Promise<never>);
-              await abortAfter(query);
+              abortAfter(query);
               return result;
             };
           case 'commit':
@@ -134,7 +147,7 @@ export async function backgroundAborts(
     },
   });
   return {
-    adapter,
+    adapter: directStatements(adapter),
     plan(plan) {
       pending = { ...plan, times: plan.times ?? 1 };
     },

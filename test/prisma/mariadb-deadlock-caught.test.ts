@@ -193,11 +193,16 @@ function deadlock(x: Client) {
     const payments = await x.payment.findMany({ where: { userId } });
     const retry = await settled(caller.pay({ amount: '5.00' }));
     expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
+    // The resolver sent nothing after the deadlock, and the deadlock rolled everything back: the
+    // transaction runs again (not IDEMPOTENCY_OUTCOME_UNKNOWN, which the store's own question about
+    // the session once made it), and its payment is the one kept.
+    expect(r).toMatchObject({ ok: true });
     if (r.ok) expect(payments.map((p) => p.id)).toContain(r.value.paymentId);
+    expect(payments).toHaveLength(2); // the first call's, and the run again's
     expect(retry).toEqual(r.ok ? { ok: true, value: r.value } : expect.anything());
   });
 
-  it('a transactional step whose fn catches the deadlock: its record is not stored without its writes', async () => {
+  it('a transactional step whose fn catches the deadlock and writes nothing after it: its record is not stored without its writes, and it runs again', async () => {
     const userId = `u-${Math.random().toString(36).slice(2)}`;
     const store = prismaStore(a);
     let lock: ReturnType<typeof deadlock> | undefined;
@@ -228,11 +233,14 @@ function deadlock(x: Client) {
     const answered = await first;
     lock = undefined;
     expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
-    // The step's payment rolled back with the deadlock: its record did not commit on its own.
-    expect(await x.payment.findMany({ where: { userId } })).toEqual([]);
-    expect(await store.steps!.list(userId, 'k')).toEqual([]);
-    // Statements after the deadlock would have committed on their own: not run again, not "retry me".
-    expect(answered).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' } });
+    // The step's payment rolled back with the deadlock, and its record did not commit on its own
+    // (the save writes only inside the transaction). The fn sent nothing after the deadlock, so
+    // nothing committed: a write conflict, and the step's transaction ran again, its payment and
+    // its record committing together once.
+    const payments = await x.payment.findMany({ where: { userId } });
+    expect(payments).toHaveLength(1);
+    expect(answered).toMatchObject({ ok: true, value: { value: payments[0]!.id, replayed: false } });
+    expect((await store.steps!.list(userId, 'k')).map((step) => step.name)).toEqual(['pay']);
   });
 
   it('a transactional step whose fn writes after catching the deadlock: IDEMPOTENCY_OUTCOME_UNKNOWN, not run again', async () => {
