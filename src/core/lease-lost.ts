@@ -18,11 +18,11 @@ export async function leaseLostAnswer<T, Tx>(
   owner: LeaseOwner,
   ran: string,
 ): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
-  call.emit('fenced');
   const current = await call.store.find(owner.scope, owner.key).catch(() => null);
   // Still this call's own (a step refused because the call could not be sure its lease would hold):
-  // nobody took it over, and the runner frees the key, so no record will answer a retry.
+  // nobody took it over (not `fenced`), and the runner frees the key, so no record will answer a retry.
   const own = current !== null && current.ownerToken === owner.ownerToken;
+  if (!own) call.emit('fenced');
   const answers =
     current !== null &&
     !own &&

@@ -814,6 +814,7 @@ export function runStoreConformance(
         await expect(first).rejects.toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' });
         expect(charges).toBe(0);
         expect(types()).toContain('outcome_unknown');
+        expect(types()).not.toContain('fenced'); // nobody took the key over
         // The key was freed: a retry runs the mutation, and its charge, once.
         await expect(runIdempotent(options, async (_tx, claim) => charge(claim))).resolves.toMatchObject({
           value: 1,
