@@ -16,7 +16,14 @@ import { IdempotencyKeyInProgressError, IdempotencyLeaseLostError, isIdempotency
 import type { IdempotencyEventType } from './events.js';
 import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
 import { raisedBySteps, StepJournal } from './steps.js';
-import type { ClaimOutcome, Completed, Completion, LeaseOperations, LeaseOwner } from './store.js';
+import {
+  type ClaimOutcome,
+  type Completed,
+  type Completion,
+  dateCopy,
+  type LeaseOperations,
+  type LeaseOwner,
+} from './store.js';
 import { withMembers } from './with-members.js';
 
 /**
@@ -73,7 +80,7 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
       value = await call.resolver(
         lease.client,
         // The resolver's own Date: one it changes is not the answer's.
-        withMembers(call.request, { firstSeenAt: new Date(firstSeenAt.getTime()), step: journal.step }),
+        withMembers(call.request, { firstSeenAt: dateCopy(firstSeenAt), step: journal.step }),
       );
       journal.finish();
       tracking?.finish('resolver');

@@ -1,13 +1,15 @@
 import type { Serializer } from './serializer.js';
-import type {
-  ClaimRequest,
-  LeaseOwner,
-  ModeDefaults,
-  StepOperations,
-  StepRecord,
-  StepWrite,
-  Store,
-  StoredRecord,
+import {
+  type ClaimRequest,
+  dateCopy,
+  type LeaseOwner,
+  type ModeDefaults,
+  type StepOperations,
+  type StepRecord,
+  type StepWrite,
+  type Store,
+  type StoredRecord,
+  withOwnTimes,
 } from './store.js';
 
 /** Options of `memoryStore`; `mode`, `leaseMs` and `heartbeatMs` are defaults for the calls using it. */
@@ -24,7 +26,7 @@ export interface MemoryStoreOptions extends ModeDefaults {
 
 /**
  * A record as the memory store keeps it, times on its clock. Every time it hands out is a Date of
- * its own (`copy`), as a database's read is: a caller that changes one changes no record.
+ * its own (`dateCopy`), as a database's read is: a caller that changes one changes no record.
  */
 interface Kept extends Omit<StoredRecord, 'liveForMs'> {}
 
@@ -49,14 +51,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
   /** The record as read now, with its liveness by this store's clock. */
   const read = (record: Kept, now = clock()): StoredRecord => {
     const end = record.status === 'COMPLETED' ? record.expiresAt : record.lockedUntil;
-    return {
-      ...record,
-      lockedUntil: record.lockedUntil && copy(record.lockedUntil),
-      createdAt: copy(record.createdAt),
-      completedAt: record.completedAt && copy(record.completedAt),
-      expiresAt: copy(record.expiresAt),
-      liveForMs: end === null ? 0 : end.getTime() - now,
-    };
+    return withOwnTimes(record, end === null ? 0 : end.getTime() - now);
   };
   /** `ms` after `now`: one reading of the clock per write, as a statement has one `now()`. */
   const after = (ms: number, now = clock()) => new Date(now + ms);
@@ -108,7 +103,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
     const now = clock();
     const times = { completedAt: after(0, now), expiresAt: after(ttlMs, now) };
     Object.assign(record, { status: 'COMPLETED', result, resultIsError, lockedUntil: null, ...times });
-    return { completedAt: copy(times.completedAt), expiresAt: copy(times.expiresAt) };
+    return { completedAt: dateCopy(times.completedAt), expiresAt: dateCopy(times.expiresAt) };
   };
 
   return {
@@ -140,12 +135,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
             if (existing) return { claimed: false, existing: read(existing) };
             const record = inProgress(claim);
             staged.set(id, record);
-            return { claimed: true, firstSeenAt: copy(record.createdAt), tookOver: false };
+            return { claimed: true, firstSeenAt: dateCopy(record.createdAt), tookOver: false };
           },
           async takeOver(claim) {
             const record = inProgress(claim);
             staged.set(idOf(claim.scope, claim.key), record);
-            return copy(record.createdAt);
+            return dateCopy(record.createdAt);
           },
           async complete({ scope, key, result, resultIsError, ttlMs }) {
             return completed(stagedRecord(scope, key), result, resultIsError, ttlMs);
@@ -184,7 +179,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
             lockedUntil: after(claim.leaseMs, now),
           };
           records.set(id, record);
-          return { claimed: true, firstSeenAt: copy(record.createdAt), tookOver: existing !== undefined };
+          return { claimed: true, firstSeenAt: dateCopy(record.createdAt), tookOver: existing !== undefined };
         } finally {
           unlock();
         }
@@ -236,7 +231,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
         return (steps.get(idOf(scope, key)) ?? [])
           .map(({ expiresAt, completedAt, ...step }) => ({
             ...step,
-            completedAt: copy(completedAt),
+            completedAt: dateCopy(completedAt),
             liveForMs: expiresAt.getTime() - clock(),
           }))
           .sort((a, b) => a.position - b.position);
@@ -272,11 +267,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       },
     };
   }
-}
-
-/** A Date of its own at `date`'s time. */
-function copy(date: Date): Date {
-  return new Date(date.getTime());
 }
 
 function idOf(scope: string, key: string): string {

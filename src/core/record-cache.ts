@@ -1,14 +1,14 @@
 import { heldKeys, readAlone } from './single-flight.js';
-import type {
-  ClaimRequest,
-  Completed,
-  LeaseOperations,
-  LeaseRequest,
-  Store,
-  StoredRecord,
-  TransactionSession,
+import {
+  type ClaimRequest,
+  type Completed,
+  type LeaseOperations,
+  type LeaseRequest,
+  type Store,
+  type StoredRecord,
+  type TransactionSession,
+  withOwnTimes,
 } from './store.js';
-import { withMembers } from './with-members.js';
 
 /** Options of `withLocalCache`. */
 export interface LocalCacheOptions {
@@ -215,18 +215,6 @@ function completedRecord(
 }
 
 /** An estimate of a record's heap size: UTF-16 strings, plus the entry's own objects. */
-/** `record` with `liveForMs`, and Dates of its own: a caller that changes one changes no entry. */
-function withOwnTimes(record: StoredRecord, liveForMs: number): StoredRecord {
-  const { lockedUntil, createdAt, completedAt, expiresAt } = record;
-  return withMembers(record, {
-    lockedUntil: lockedUntil && new Date(lockedUntil.getTime()),
-    createdAt: new Date(createdAt.getTime()),
-    completedAt: completedAt && new Date(completedAt.getTime()),
-    expiresAt: new Date(expiresAt.getTime()),
-    liveForMs,
-  });
-}
-
 function sizeOf(record: StoredRecord): number {
   const characters =
     (record.result?.length ?? 0) +

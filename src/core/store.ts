@@ -1,4 +1,25 @@
 import type { Serializer } from './serializer.js';
+import { withMembers } from './with-members.js';
+
+/**
+ * A Date of its own at `date`'s time. What a store (or its cache) hands out is fresh, as a
+ * database's read is: a caller that changes it changes nothing kept.
+ */
+export function dateCopy(date: Date): Date {
+  return new Date(date.getTime());
+}
+
+/** `record` with `liveForMs`, each of its times a Date of its own (`dateCopy`). */
+export function withOwnTimes(record: Omit<StoredRecord, 'liveForMs'>, liveForMs: number): StoredRecord {
+  const { lockedUntil, createdAt, completedAt, expiresAt } = record;
+  return withMembers(record, {
+    lockedUntil: lockedUntil && dateCopy(lockedUntil),
+    createdAt: dateCopy(createdAt),
+    completedAt: completedAt && dateCopy(completedAt),
+    expiresAt: dateCopy(expiresAt),
+    liveForMs,
+  });
+}
 
 /** `IN_PROGRESS` while a request holds the key, `COMPLETED` once its result is stored. */
 export type RecordStatus = 'IN_PROGRESS' | 'COMPLETED';

@@ -11,7 +11,13 @@ import {
 import { decide, foreignRecordError } from './decide.js';
 import { IdempotencyKeyInProgressError, isIdempotencyError } from './errors.js';
 import { type HeldKeys, hold } from './single-flight.js';
-import type { ClaimOutcome, Completed, Completion, TransactionSession } from './store.js';
+import {
+  type ClaimOutcome,
+  type Completed,
+  type Completion,
+  dateCopy,
+  type TransactionSession,
+} from './store.js';
 import { withMembers } from './with-members.js';
 
 /**
@@ -96,7 +102,7 @@ export async function runInTransaction<T, Tx>(
     // a duplicate waiting for the key replays the error instead of claiming the key and running.
     const backToClaim = call.replayErrors && (await session.savepoint?.());
     // The resolver's own Date: one it changes is not the answer's.
-    const info = withMembers(request, { firstSeenAt: new Date(claimed.firstSeenAt.getTime()) });
+    const info = withMembers(request, { firstSeenAt: dateCopy(claimed.firstSeenAt) });
     let value: T;
     tracking?.start('resolver');
     try {
