@@ -202,36 +202,44 @@ function deadlock(x: Client) {
     expect(retry).toEqual(r.ok ? { ok: true, value: r.value } : expect.anything());
   });
 
-  it('a transactional step whose fn catches the deadlock and writes nothing after it: its record is not stored without its writes, and it runs again', async () => {
-    const userId = `u-${Math.random().toString(36).slice(2)}`;
-    const store = prismaStore(a);
-    let lock: ReturnType<typeof deadlock> | undefined;
-    const pay = () =>
-      settled(
-        runIdempotent(
-          { store, scope: userId, key: 'k', operation: 'pay', input: { amount: '5.00' }, mode: 'lease' },
-          (_tx, claim: ResolverClaim<unknown>) =>
-            (claim.step as Step<Client>)(
-              'pay',
-              async ({ tx }) => {
-                const payment = await tx.payment.create({
-                  data: { userId, amount: new Decimal('5.00'), currency: 'EUR' },
-                });
-                await lock?.victim(tx);
-                return payment.id;
-              },
-              { transactional: true },
-            ),
-        ),
-      );
+  /**
+   * A lease-mode call whose one transactional step runs `fn` with its `tx`, the deadlock struck while
+   * it runs: what the call answered, and the deadlock. `victim(tx)` makes the step's transaction its
+   * victim (again on a run again, which the deadlock, over by then, lets through).
+   */
+  async function stepStruck(
+    store: ReturnType<typeof prismaStore>,
+    userId: string,
+    fn: (tx: Client, victim: (tx: Client) => Promise<void>) => Promise<number>,
+  ) {
     const struck = deadlock(x);
-    lock = struck;
+    let lock: typeof struck | undefined = struck;
+    const victim = async (tx: Client) => lock?.victim(tx);
     await struck.held;
-    const first = pay();
+    const first = settled(
+      runIdempotent(
+        { store, scope: userId, key: 'k', operation: 'pay', input: { amount: '5.00' }, mode: 'lease' },
+        (_tx, claim: ResolverClaim<unknown>) =>
+          (claim.step as Step<Client>)('pay', async ({ tx }) => fn(tx, victim), { transactional: true }),
+      ),
+    );
     await struck.ready;
     await struck.strike();
     const answered = await first;
     lock = undefined;
+    return { answered, struck };
+  }
+
+  it('a transactional step whose fn catches the deadlock and writes nothing after it: its record is not stored without its writes, and it runs again', async () => {
+    const userId = `u-${Math.random().toString(36).slice(2)}`;
+    const store = prismaStore(a);
+    const { answered, struck } = await stepStruck(store, userId, async (tx, victim) => {
+      const payment = await tx.payment.create({
+        data: { userId, amount: new Decimal('5.00'), currency: 'EUR' },
+      });
+      await victim(tx);
+      return payment.id;
+    });
     expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
     // The step's payment rolled back with the deadlock, and its record did not commit on its own
     // (the save writes only inside the transaction). The fn sent nothing after the deadlock, so
@@ -246,36 +254,16 @@ function deadlock(x: Client) {
   it('a transactional step whose fn writes after catching the deadlock: IDEMPOTENCY_OUTCOME_UNKNOWN, not run again', async () => {
     const userId = `u-${Math.random().toString(36).slice(2)}`;
     const store = prismaStore(a);
-    let lock: ReturnType<typeof deadlock> | undefined;
     let runs = 0;
-    const pay = () =>
-      settled(
-        runIdempotent(
-          { store, scope: userId, key: 'k', operation: 'pay', input: { amount: '5.00' }, mode: 'lease' },
-          (_tx, claim: ResolverClaim<unknown>) =>
-            (claim.step as Step<Client>)(
-              'pay',
-              async ({ tx }) => {
-                runs++;
-                await lock?.victim(tx);
-                // Written after the deadlock: outside any transaction, it commits on its own.
-                const payment = await tx.payment.create({
-                  data: { userId, amount: new Decimal('5.00'), currency: 'EUR' },
-                });
-                return payment.id;
-              },
-              { transactional: true },
-            ),
-        ),
-      );
-    const struck = deadlock(x);
-    lock = struck;
-    await struck.held;
-    const first = pay();
-    await struck.ready;
-    await struck.strike();
-    const answered = await first;
-    lock = undefined;
+    const { answered, struck } = await stepStruck(store, userId, async (tx, victim) => {
+      runs++;
+      await victim(tx);
+      // Written after the deadlock: outside any transaction, it commits on its own.
+      const payment = await tx.payment.create({
+        data: { userId, amount: new Decimal('5.00'), currency: 'EUR' },
+      });
+      return payment.id;
+    });
     expect(String((struck.caught() as Error)?.message)).toMatch(/Deadlock/i);
     expect(await store.steps!.list(userId, 'k')).toEqual([]);
     expect(answered).toMatchObject({ ok: false, error: { code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' } });
