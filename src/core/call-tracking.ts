@@ -50,10 +50,10 @@ export class CallTracking {
     const observed = async () => {
       try {
         const value = await work();
-        this.end(undefined);
+        this.end(false, undefined);
         return value;
       } catch (error) {
-        this.end(error);
+        this.end(true, error);
         throw error;
       }
     };
@@ -94,18 +94,23 @@ export class CallTracking {
     }
   }
 
-  /** Follows the call's events to its outcome: the last one that says how the call ended wins. */
+  /**
+   * Follows the call's events to its outcome: the last one that says how the call ended wins,
+   * except that an unknown outcome stays one: the key freed after it (`released`) does not make it
+   * known.
+   */
   event(type: IdempotencyEventType): void {
-    if (type === 'completed') return;
+    if (type === 'completed' || this.outcome === 'outcome_unknown') return;
     if (type === 'claimed') this.outcome = 'executed';
     else if (type === 'replayed') this.outcome = this.waited ? 'waited_then_replayed' : 'replayed';
     else this.outcome = type;
   }
 
-  private end(error: unknown): void {
+  private end(failed: boolean, error: unknown): void {
     try {
       this.observer.end({
         outcome: this.outcome,
+        failed,
         error,
         txRetries: Math.max(0, this.attempts - 1),
         resultBytes: this.resultBytes,

@@ -78,7 +78,12 @@ export interface ObservedStep {
 export interface CallSummary {
   /** `undefined` when the call failed before it reached a decision (e.g. the store was unreachable). */
   outcome: IdempotencyOutcome | undefined;
-  /** The error the call ends with; `undefined` when it returned a value (its own or a replay). */
+  /** Whether the call ended with an error rather than a value (its own or a replay). */
+  failed: boolean;
+  /**
+   * The error the call ends with, when `failed`: whatever was thrown, `undefined` included;
+   * `undefined` when it returned a value.
+   */
   error: unknown;
   /**
    * How many times the store ran the transaction again after a write conflict, deadlock or

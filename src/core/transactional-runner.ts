@@ -72,8 +72,11 @@ export async function runInTransaction<T, Tx>(
     waitTimer ??= setTimeout(
       () => {
         abandoned = true;
+        const error = stillRunning(call);
+        // The claim is still waiting: its phase ends with this answer, before the call does.
+        call.tracking?.finish('claim', error);
         call.emit('in_progress');
-        giveUp(stillRunning(call));
+        giveUp(error);
       },
       Math.max(0, waitTimeoutMs - waitedMs),
     );
@@ -90,7 +93,13 @@ export async function runInTransaction<T, Tx>(
     try {
       claimed = await claimOrTakeOver(call, session, () => abandoned);
     } catch (error) {
-      tracking?.finish('claim', error);
+      // Abandoned: the timer already answered, and ended the phase. Otherwise the claim's failure
+      // answers (`claimFailure`), and the timer must not answer again while the store rolls back.
+      if (!abandoned) {
+        clearTimeout(waitTimer);
+        waitTimer = undefined;
+        tracking?.finish('claim', error);
+      }
       throw error;
     }
     tracking?.finish('claim');
@@ -198,7 +207,15 @@ async function failureAnswer<T, Tx>(
     await storeError(call, resolverError.error).catch(() => undefined);
     return resolverError.error;
   }
-  if (isIdempotencyError(error) && error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN') call.emit('outcome_unknown');
+  // The store's own verdict, not one the resolver threw (a nested call's): this call's transaction
+  // rolled back, and its key is free.
+  if (
+    isIdempotencyError(error) &&
+    error.code === 'IDEMPOTENCY_OUTCOME_UNKNOWN' &&
+    error !== resolverError?.error
+  ) {
+    call.emit('outcome_unknown');
+  }
   return error;
 }
 

@@ -133,17 +133,17 @@ export function idempotencyTelemetry(options: IdempotencyTelemetryOptions = {}):
         if (phase === 'wait') measure.waitDuration.record((at - since) / 1000, common);
         else if (phase === 'resolver') measure.resolverDuration.record((at - since) / 1000, common);
       },
-      end({ outcome, error, txRetries, resultBytes }) {
+      end({ outcome, failed, error, txRetries, resultBytes }) {
         try {
           const attributes: Attributes = { ...common };
           if (outcome !== undefined) attributes[ATTR_OUTCOME] = outcome;
-          if (error !== undefined) Object.assign(attributes, errorAttributes(error));
+          if (failed) Object.assign(attributes, errorAttributes(error));
           measure.calls.add(1, attributes);
           if (txRetries > 0) measure.txRetries.add(txRetries, common);
           if (resultBytes !== undefined) measure.resultSize.record(resultBytes, common);
           if (recording) {
             span.setAttributes({ ...attributes, [ATTR_TX_RETRIES]: txRetries });
-            if (error !== undefined) recordError(span, error);
+            if (failed) recordError(span, error);
           }
         } finally {
           // Whatever recording met, the span is ended: an open span is never exported.

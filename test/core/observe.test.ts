@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import {
   type CallObserver,
   type CallSummary,
+  IdempotencyKeyInProgressError,
+  IdempotencyOutcomeUnknownError,
   memoryStore,
   type ObservedCall,
   type ResolverClaim,
@@ -83,6 +85,7 @@ describe('the observe hook', () => {
     expect(only?.ends).toBe(1);
     expect(only?.summary).toMatchObject({
       outcome: 'executed',
+      failed: false,
       error: undefined,
       txRetries: 0,
       resultBytes: expect.any(Number),
@@ -343,6 +346,128 @@ describe('the observe hook', () => {
       }),
     ).rejects.toThrow('declined');
   });
+
+  it('keeps outcome_unknown as the outcome of a lease call whose step could not be stored, though its key is freed after', async () => {
+    const inner = memoryStore();
+    const steps = Object.assign(Object.create(inner.steps!), {
+      save: async () => {
+        throw new Error('the database went away');
+      },
+    });
+    const events: string[] = [];
+    const { base, calls } = options({
+      store: Object.assign(Object.create(inner), { steps }),
+      mode: 'lease',
+      onEvent: (event) => events.push(event.type),
+    });
+    await expect(
+      runIdempotent(base, async (_tx, { step }) => step!('charge', async () => 'charged')),
+    ).rejects.toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' });
+    expect(events).toEqual(['claimed', 'outcome_unknown', 'released']);
+    expect(calls[0]?.summary).toMatchObject({ outcome: 'outcome_unknown', failed: true });
+  });
+
+  it('reports no outcome_unknown for a transactional call whose resolver throws a nested call’s', async () => {
+    const events: string[] = [];
+    const { base, calls } = options({ onEvent: (event) => events.push(event.type) });
+    const nested = new IdempotencyOutcomeUnknownError('The nested payment ran, but …');
+    await expect(
+      runIdempotent(base, async () => {
+        throw nested;
+      }),
+    ).rejects.toBe(nested);
+    expect(events).toEqual(['claimed']);
+    expect(calls[0]?.summary).toMatchObject({ outcome: 'executed', failed: true, error: nested });
+    // Its transaction rolled back: the key is free.
+    expect(await runIdempotent(base, async () => 'paid')).toMatchObject({ value: 'paid', replayed: false });
+  });
+
+  it('reports in_progress once when the database stops waiting for the claim just before the call would', async () => {
+    const inner = memoryStore();
+    const rolledBack = gate();
+    const store = Object.assign(Object.create(inner), {
+      transaction: async (work: Parameters<NonNullable<typeof inner.transaction>>[0]) => {
+        try {
+          return await inner.transaction!((session) =>
+            work({
+              ...session,
+              claim: async () => {
+                await new Promise((resolve) => setTimeout(resolve, 30));
+                throw new IdempotencyKeyInProgressError(1_000);
+              },
+            }),
+          );
+        } finally {
+          // A rollback that outlasts the call's own wait.
+          await new Promise((resolve) => setTimeout(resolve, 60));
+          rolledBack.open();
+        }
+      },
+    });
+    const events: string[] = [];
+    const { base, calls } = options({
+      store,
+      waitTimeoutMs: 50,
+      onEvent: (event) => events.push(event.type),
+    });
+    await expect(runIdempotent(base, async () => 'paid')).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
+    });
+    await rolledBack.opened;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(events).toEqual(['in_progress']);
+    expect(calls[0]?.steps).toEqual(['around', 'claim.start', 'claim.end (error)']);
+  });
+
+  it('ends the claim phase before the call when its wait runs out while the claim waits', async () => {
+    const inner = memoryStore();
+    const claimed = gate();
+    const store = Object.assign(Object.create(inner), {
+      transaction: (work: Parameters<NonNullable<typeof inner.transaction>>[0]) =>
+        inner.transaction!((session) =>
+          work({
+            ...session,
+            claim: async (request) => {
+              await new Promise((resolve) => setTimeout(resolve, 100));
+              try {
+                return await session.claim(request);
+              } finally {
+                claimed.open();
+              }
+            },
+          }),
+        ),
+    });
+    const order: string[] = [];
+    const { base } = options({
+      store,
+      waitTimeoutMs: 30,
+      observe: () => ({
+        phaseStart: (phase) => order.push(`${phase}.start`),
+        phaseEnd: (phase, _at, error) => order.push(`${phase}.end${error ? ' (error)' : ''}`),
+        end: ({ outcome }) => order.push(`end ${outcome}`),
+      }),
+    });
+    await expect(runIdempotent(base, async () => 'paid')).rejects.toMatchObject({
+      code: 'IDEMPOTENCY_KEY_IN_PROGRESS',
+    });
+    await claimed.opened;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(order).toEqual(['claim.start', 'claim.end (error)', 'end in_progress']);
+  });
+
+  it.each(['transactional', 'lease'] as const)(
+    'reports a %s resolver that throws undefined as failed',
+    async (mode) => {
+      const { base, calls } = options({ mode });
+      await expect(
+        runIdempotent(base, async () => {
+          throw undefined;
+        }),
+      ).rejects.toBeUndefined();
+      expect(calls[0]?.summary).toMatchObject({ failed: true, error: undefined });
+    },
+  );
 
   it('is not called for a call refused before it could claim', async () => {
     const { base, calls } = options({ key: '' });

@@ -228,6 +228,19 @@ describe('idempotencyTelemetry on the memory store', () => {
     ]);
   });
 
+  it('marks a call whose resolver throws undefined as failed, with error.type _OTHER', async () => {
+    const { call, spans, points } = setup();
+    await expect(
+      runIdempotent(call, async () => {
+        throw undefined;
+      }),
+    ).rejects.toBeUndefined();
+    expect(spans()[0]?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'undefined' });
+    expect((await points(METRIC_CALLS)).map((p) => p.attributes)).toEqual([
+      expect.objectContaining({ [ATTR_OUTCOME]: 'executed', 'error.type': '_OTHER' }),
+    ]);
+  });
+
   it('traces each step of a lease-mode call as a span, the parent of the spans its fn makes', async () => {
     const { call, tracer, spans } = setup();
     const lease = { ...call, mode: 'lease' as const };
