@@ -13,6 +13,7 @@ import {
 } from './client-options.js';
 import { keyHeaderValue, UnsendableKeyError } from './key-header.js';
 import { newKey, randomKey } from './new-key.js';
+import { CutOffAnswerError } from './proxy-answers.js';
 import { type ActiveSpanSource, markResend } from './resend-count.js';
 import { type AttemptFailure, RETRYABLE_CODES, type RetryOptions, retryDelay } from './retry-policy.js';
 
@@ -159,26 +160,32 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
           const sending: Operation = counted
             ? { ...keyed, context: { ...keyed.context, idempotencyAttempt: sent.sends } }
             : keyed;
+          const failed = (error: TRPCClientError<AnyTRPCRouter>) => {
+            // A key that went nowhere (no input field, no header written) covers nothing: the
+            // server may have run the call unkeyed, so sending it again could run it twice.
+            const keySent = keyInInput || headerWritten.has(sending.context);
+            // A key no header can carry failed `idempotencyHeaders`, before anything was sent.
+            const final = signal?.aborted || !keySent || error.cause instanceof UnsendableKeyError;
+            const delay = final ? undefined : retryDelay(failureOf(error), attempts, retry);
+            if (delay !== undefined) timer = setTimeout(attempt, delay);
+            else if (!keySent && isMissingKey(error)) fail(unsentKeyError(key, header, op, error), false);
+            else if (inInput && op.input === undefined && isInputRefused(error))
+              fail(refusedKeyInputError(inputField, header, error), keySent);
+            else fail(error, keySent);
+          };
+          let answered = false;
           current = next(sending).subscribe({
             next: (envelope) => {
               // An answer is final: nothing sends this call again, so its key can be forgotten.
+              answered = true;
               calls.delete(op.id);
               observer.next(envelope);
             },
-            complete: () => observer.complete(),
-            error: (error) => {
-              // A key that went nowhere (no input field, no header written) covers nothing: the
-              // server may have run the call unkeyed, so sending it again could run it twice.
-              const keySent = keyInInput || headerWritten.has(sending.context);
-              // A key no header can carry failed `idempotencyHeaders`, before anything was sent.
-              const final = signal?.aborted || !keySent || error.cause instanceof UnsendableKeyError;
-              const delay = final ? undefined : retryDelay(failureOf(error), attempts, retry);
-              if (delay !== undefined) timer = setTimeout(attempt, delay);
-              else if (!keySent && isMissingKey(error)) fail(unsentKeyError(key, header, op, error), false);
-              else if (inInput && op.input === undefined && isBadRequest(error))
-                fail(refusedKeyInputError(inputField, header, error), keySent);
-              else fail(error, keySent);
-            },
+            // A mutation is answered with its result or its error. One that ended with neither
+            // (`httpBatchStreamLink` ends so on a failed response that is not tRPC's, an API
+            // gateway's JSON 504) lost its answer on the way, as a dropped connection does.
+            complete: () => (answered ? observer.complete() : failed(lostAnswerError())),
+            error: failed,
           });
         };
         signal?.addEventListener('abort', onAbort);
@@ -193,6 +200,13 @@ export function idempotencyLink<TRouter extends AnyTRPCRouter = AnyTRPCRouter>(
       });
     };
   };
+}
+
+/** The failure of a send whose answer ended without a result or an error: retried as a lost answer. */
+function lostAnswerError(): TRPCClientError<AnyTRPCRouter> {
+  return new TRPCClientError(
+    'The answer to this mutation ended without its result or error (a failed response that is not tRPC’s, such as an API gateway’s): it was lost on the way',
+  );
 }
 
 /** A call's key, how many times it was sent, and how many of its sends are still waiting for an answer. */
@@ -277,10 +291,14 @@ function isMissingKey(error: TRPCClientError<AnyTRPCRouter>): boolean {
   return data?.httpStatus === 400 && /requires an idempotency key/.test(error.message);
 }
 
-/** A refusal of the call as sent (`BAD_REQUEST`) that is not one of the idempotency layer's codes. */
-function isBadRequest(error: TRPCClientError<AnyTRPCRouter>): boolean {
-  const data = error.data as { code?: unknown; idempotencyCode?: unknown } | null | undefined;
-  return data?.code === 'BAD_REQUEST' && (data.idempotencyCode ?? null) === null;
+/**
+ * A refusal of the call's input by the server's `.input()` validator, as the server's
+ * `idempotencyErrorFormatter` marks it (`data.inputRefused`). Without the mark, a `BAD_REQUEST` may
+ * as well be the resolver's own ("no active subscription"), whose message must reach the caller.
+ */
+function isInputRefused(error: TRPCClientError<AnyTRPCRouter>): boolean {
+  const data = error.data as { inputRefused?: unknown } | null | undefined;
+  return data?.inputRefused === true;
 }
 
 /**
@@ -355,13 +373,17 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
   const whole = response?.status;
   const failedStatus =
     error.shape !== undefined && typeof whole === 'number' && whole < 400 ? undefined : whole;
-  const status = typeof data?.httpStatus === 'number' ? data.httpStatus : failedStatus;
+  // A body cut off after its status: the server's or a proxy's, nobody can tell, so never a proxy's
+  // lost answer (retried), which a server's own 502 or 504 is not.
+  const cutOff = failedStatus === undefined ? causeOf(error, CutOffAnswerError)?.status : undefined;
+  const status = typeof data?.httpStatus === 'number' ? data.httpStatus : (failedStatus ?? cutOff);
   const retryAfterMs = typeof data?.retryAfterMs === 'number' ? data.retryAfterMs : undefined;
   const code = data && 'idempotencyCode' in data ? data.idempotencyCode : undefined;
   if (typeof status !== 'number') {
     if (error.shape !== undefined)
       return { kind: 'answer', retryable: RETRYABLE_CODES.has(code), retryAfterMs };
-    if (causedByUnreadableBody(error)) return { kind: 'answer', retryable: false };
+    // A body that is not JSON.
+    if (causeOf(error, SyntaxError)) return { kind: 'answer', retryable: false };
     return { kind: 'network' };
   }
   return {
@@ -370,18 +392,21 @@ function failureOf(error: TRPCClientError<AnyTRPCRouter>): AttemptFailure {
     retryAfter: response?.headers?.get?.('retry-after'),
     retryAfterMs,
     idempotent: data && 'idempotencyCode' in data ? RETRYABLE_CODES.has(code) : undefined,
-    fromProxy: error.shape === undefined,
+    fromProxy: error.shape === undefined && cutOff === undefined,
   };
 }
 
-/** Whether `error`, or an error in its chain of causes, is a `SyntaxError` (a body that is not JSON). */
-function causedByUnreadableBody(error: unknown): boolean {
+/** The first error in `error`'s chain of causes (itself included) of class `Class`, if any. */
+function causeOf<E extends Error>(
+  error: unknown,
+  Class: abstract new (...args: never[]) => E,
+): E | undefined {
   let link: unknown = error;
   for (let depth = 0; link instanceof Error && depth < 8; depth++) {
-    if (link instanceof SyntaxError) return true;
+    if (link instanceof Class) return link;
     link = link.cause;
   }
-  return false;
+  return undefined;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

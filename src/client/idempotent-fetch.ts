@@ -208,8 +208,11 @@ async function bodyText(
   if (body instanceof Blob) return body.text();
   // Streams, form data (multipart uploads) and the like cannot be read twice.
   if (body !== undefined && body !== null) return undefined;
-  if (request && !init?.body && request.body) return request.clone().text();
-  return undefined;
+  if (!request?.body) return undefined;
+  // A Request's body is read only when it is JSON, as a GraphQL operation's is: any other (an upload,
+  // perhaps a stream still open) is passed on unread.
+  const type = new Headers(init?.headers ?? request.headers).get('content-type') ?? '';
+  return /\bjson\b/i.test(type) ? request.clone().text() : undefined;
 }
 
 /** A GraphQL request running a mutation. */

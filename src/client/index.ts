@@ -5,6 +5,6 @@
  */
 export { type IdempotencyLinkOptions, idempotencyHeaders, idempotencyLink } from './idempotency-link.js';
 export { type FetchFunction, type IdempotentFetchOptions, idempotentFetch } from './idempotent-fetch.js';
-export { type PassingFetch, retryingProxyErrors } from './proxy-answers.js';
+export { CutOffAnswerError, type PassingFetch, retryingProxyErrors } from './proxy-answers.js';
 export type { ActiveSpanSource } from './resend-count.js';
 export type { RetryOptions } from './retry-policy.js';

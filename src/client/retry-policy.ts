@@ -120,10 +120,17 @@ export function retryAfterMs(value: string | null | undefined, now = Date.now())
   if (!value) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
-  // An HTTP date starts with the day's name ("Thu, 01 Jan 2026 …"); Date.parse alone takes "-1" too.
-  const date = /^[A-Za-z]/.test(text) ? Date.parse(text) : Number.NaN;
+  // Only an HTTP date's forms: Date.parse alone takes "-1", "Retry in 2027" and "a 1" too.
+  const date = HTTP_DATE.test(text) ? Date.parse(text.endsWith('GMT') ? text : `${text} GMT`) : Number.NaN;
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
+
+/**
+ * The three forms of an HTTP date (RFC 9110, 5.6.7): IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"),
+ * RFC 850's ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime's ("Sun Nov  6 08:49:37 1994", in GMT).
+ */
+const HTTP_DATE =
+  /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{5,8}, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
 
 /** Waits `ms`, or rejects with the signal's reason as soon as it aborts. */
 export function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {

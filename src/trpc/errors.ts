@@ -36,12 +36,20 @@ export interface IdempotencyErrorData {
   idempotencyCode: IdempotencyErrorCode | null;
   /** With `IDEMPOTENCY_KEY_IN_PROGRESS`: how long to wait before retrying with the same key. */
   retryAfterMs?: number;
+  /**
+   * `true` when an `.input()` validator refused the call's input (`isInputRefusal`): the resolver
+   * did not run. `idempotencyLink` explains such a refusal of a mutation it sent `{ idempotencyKey }`
+   * as its whole input; any other `BAD_REQUEST` is the application's, passed on as it is.
+   */
+  inputRefused?: true;
 }
 
 /** The idempotency facts of a `TRPCError`: a `null` code unless its `cause` is an idempotency error. */
 export function idempotencyErrorData(error: TRPCError): IdempotencyErrorData {
   const cause = error.cause;
-  if (!isIdempotencyError(cause)) return { idempotencyCode: null };
+  if (!isIdempotencyError(cause)) {
+    return isInputRefusal(error) ? { idempotencyCode: null, inputRefused: true } : { idempotencyCode: null };
+  }
   if (cause.code === 'IDEMPOTENCY_KEY_IN_PROGRESS') {
     return {
       idempotencyCode: cause.code,
@@ -92,3 +100,14 @@ export const trpcErrorCodec: ErrorCodec = {
     });
   },
 };
+
+/**
+ * tRPC's refusal of an input by an `.input()` validator: a `BAD_REQUEST` whose cause lists the
+ * validator's `issues` (Standard Schema: zod, Valibot), or its `arkErrors` (ArkType, whose own
+ * `assert` tRPC calls). The resolver never ran.
+ */
+export function isInputRefusal(error: unknown): boolean {
+  if (!(error instanceof TRPCError) || error.code !== 'BAD_REQUEST') return false;
+  const cause = error.cause as { issues?: unknown; arkErrors?: unknown } | undefined;
+  return Array.isArray(cause?.issues) || Array.isArray(cause?.arkErrors);
+}

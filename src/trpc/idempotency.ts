@@ -9,7 +9,7 @@ import { type RunIdempotentOptions, runIdempotent } from '../core/run-idempotent
 import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { withMembers } from '../core/with-members.js';
-import { toTRPCError, trpcErrorCodec } from './errors.js';
+import { isInputRefusal, toTRPCError, trpcErrorCodec } from './errors.js';
 import { callsInRequest, enclosingCallOf, requestHeadersOf, setResponseHeader } from './http-context.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
@@ -462,18 +462,6 @@ function isOutputRefusal(error: unknown): boolean {
     error.code === 'INTERNAL_SERVER_ERROR' &&
     error.message === 'Output validation failed'
   );
-}
-
-/**
- * tRPC's refusal of an input by an `.input()` validator after the middleware (`fingerprintInput:
- * 'raw'`): a `BAD_REQUEST` whose cause lists the validator's `issues` (Standard Schema: zod,
- * Valibot), or its `arkErrors` (ArkType, whose own `assert` tRPC calls). The resolver never ran:
- * never stored for replay, so the key stays usable with a corrected input.
- */
-function isInputRefusal(error: unknown): boolean {
-  if (!(error instanceof TRPCError) || error.code !== 'BAD_REQUEST') return false;
-  const cause = error.cause as { issues?: unknown; arkErrors?: unknown } | undefined;
-  return Array.isArray(cause?.issues) || Array.isArray(cause?.arkErrors);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -5,6 +5,7 @@ import type { AnyTRPCRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  CutOffAnswerError,
   type FetchFunction,
   idempotencyHeaders,
   idempotencyLink,
@@ -68,6 +69,52 @@ describe('idempotentFetch and an answer whose body is cut off', () => {
       body: JSON.stringify({ query: 'mutation { pay }' }),
     }).catch(() => undefined);
     expect(server.attempts).toEqual(['1', '2', '3']);
+  });
+});
+
+describe('idempotencyLink behind retryingProxyErrors and an answer whose body is cut off', () => {
+  const trpcError = (httpStatus: number, idempotencyCode: string) =>
+    JSON.stringify({
+      error: {
+        message: 'outcome unknown '.repeat(20),
+        code: -32603,
+        data: { code: 'INTERNAL_SERVER_ERROR', httpStatus, idempotencyCode },
+      },
+    });
+  const send = async (server: { url: string }) => {
+    const client = clientOf({
+      links: [
+        idempotencyLink({ retry }),
+        httpLink({ url: server.url, headers: idempotencyHeaders, fetch: retryingProxyErrors() }),
+      ],
+    });
+    return client.pay.mutate({ amount: 5 }).catch((e: unknown) => e as TRPCClientError<AnyTRPCRouter>);
+  };
+
+  it('does not send again after a 500 IDEMPOTENCY_OUTCOME_UNKNOWN: its status already said not to', async () => {
+    const server = await answering(500, trpcError(500, 'IDEMPOTENCY_OUTCOME_UNKNOWN'), { cut: true });
+    const error = await send(server);
+    expect(server.attempts).toEqual(['1']);
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect((error as TRPCClientError<AnyTRPCRouter>).cause).toBeInstanceOf(CutOffAnswerError);
+    expect((error as TRPCClientError<AnyTRPCRouter>).meta?.idempotencyKey).toBe(server.keys[0]);
+  });
+
+  it('sends again, with the same key, after a 409 cut off: its status says to', async () => {
+    const server = await answering(409, trpcError(409, 'IDEMPOTENCY_KEY_IN_PROGRESS'), { cut: true });
+    await send(server);
+    expect(server.attempts).toEqual(['1', '2', '3']);
+    expect(new Set(server.keys).size).toBe(1);
+  });
+
+  it('returns a whole failed answer as it came', async () => {
+    const server = await answering(422, trpcError(422, 'IDEMPOTENCY_KEY_MISMATCH'));
+    const error = await send(server);
+    expect((error as TRPCClientError<AnyTRPCRouter>).data).toMatchObject({
+      httpStatus: 422,
+      idempotencyCode: 'IDEMPOTENCY_KEY_MISMATCH',
+    });
+    expect(server.attempts).toEqual(['1']);
   });
 });
 

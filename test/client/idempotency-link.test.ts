@@ -1,12 +1,13 @@
 import {
   createTRPCClient,
   httpBatchLink,
+  httpBatchStreamLink,
   httpLink,
   retryLink,
   TRPCClientError,
   type TRPCLink,
 } from '@trpc/client';
-import { type AnyTRPCRouter, initTRPC } from '@trpc/server';
+import { type AnyTRPCRouter, initTRPC, TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { observable } from '@trpc/server/observable';
 import superjson from 'superjson';
@@ -20,7 +21,7 @@ import {
   retryingProxyErrors,
 } from '../../src/client/index.js';
 import { memoryStore } from '../../src/index.js';
-import { idempotency } from '../../src/trpc/index.js';
+import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
 import { connect, describeEachDatabase, uniqueScope } from '../helpers/databases.js';
 import { badGatewayAfterCommit } from './gateway-error.js';
 import { type PaymentsBackend, paymentsBackend } from './payments.js';
@@ -395,6 +396,52 @@ function fetchOf(router: AnyTRPCRouter) {
     });
 }
 
+/**
+ * A server of one `pay` mutation over `fetch` behind an API gateway that answers its JSON 504 (not
+ * tRPC's shape) in place of the first `lost` answers, after the server committed.
+ */
+function gatewayServer(lost: number) {
+  const counts = { runs: 0, sends: 0 };
+  const t = initTRPC.context<{ userId: string }>().create({ errorFormatter: idempotencyErrorFormatter });
+  const router = t.router({
+    pay: t.procedure
+      .input(z.object({ amount: z.number() }))
+      .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId }))
+      .mutation(() => ({ id: ++counts.runs })),
+  });
+  const server = fetchOf(router);
+  const fetch = async (url: RequestInfo | URL, init?: RequestInit) => {
+    const answer = await server(url, init);
+    if (++counts.sends > lost) return answer;
+    await answer.text(); // committed; the gateway stopped waiting in front of it
+    return Response.json({ message: 'Endpoint request timed out' }, { status: 504 });
+  };
+  const client = createTRPCClient<typeof router>({
+    links: [
+      idempotencyLink({ retry: { attempts: 3, baseDelayMs: 1 } }),
+      httpBatchStreamLink({ url: 'http://server/trpc', fetch, headers: idempotencyHeaders }),
+    ],
+  });
+  return { client, counts };
+}
+
+it('retries behind httpBatchStreamLink a gateway’s JSON 504, which that link ends without an answer', async () => {
+  const { client, counts } = gatewayServer(1);
+  expect(await client.pay.mutate({ amount: 5 })).toEqual({ id: 1 });
+  expect(counts).toEqual({ runs: 1, sends: 2 });
+});
+
+it('gives up behind httpBatchStreamLink on answers lost every time with the key on its error', async () => {
+  const { client, counts } = gatewayServer(3);
+  const error = (await client.pay
+    .mutate({ amount: 5 })
+    .catch((e: unknown) => e)) as TRPCClientError<AnyTRPCRouter>;
+  expect(error).toBeInstanceOf(TRPCClientError);
+  expect(error.message).toMatch(/lost on the way/);
+  expect(error.meta?.idempotencyKey).toEqual(expect.any(String));
+  expect(counts).toEqual({ runs: 1, sends: 3 });
+});
+
 /** A server whose `archive` mutation takes a string input, which cannot carry a key, over `fetch`. */
 function archiveServer(required: boolean) {
   const counts = { runs: 0 };
@@ -458,15 +505,25 @@ it('says how to send the key of a string input the server refused without one, k
   expect(server.counts.runs).toBe(0);
 });
 
-/** A server of one mutation whose input is `input` (behind `idempotency()`), over `fetch`. */
-function noteServer(input: z.ZodType) {
+/**
+ * A server of one mutation whose input is `input` (behind `idempotency()`), over `fetch`, with the
+ * idempotency error formatter unless `formatter` is false; `refuse` makes the resolver answer its
+ * own `BAD_REQUEST`.
+ */
+function noteServer(input: z.ZodType, { formatter = true, refuse = false } = {}) {
   const counts = { runs: 0 };
-  const t = initTRPC.context<{ userId: string }>().create();
+  const t = formatter
+    ? initTRPC.context<{ userId: string }>().create({ errorFormatter: idempotencyErrorFormatter })
+    : initTRPC.context<{ userId: string }>().create();
   const router = t.router({
     note: t.procedure
       .input(input)
       .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.userId }))
-      .mutation(() => ++counts.runs),
+      .mutation(() => {
+        ++counts.runs;
+        if (refuse) throw new TRPCError({ code: 'BAD_REQUEST', message: 'No active subscription' });
+        return counts.runs;
+      }),
   });
   const fetch = fetchOf(router);
   const client = createTRPCClient<typeof router>({
@@ -495,6 +552,30 @@ it.each([
     expect(counts.runs).toBe(0);
   },
 );
+
+it.each([true, false])(
+  'passes on the resolver’s own BAD_REQUEST to a mutation called without an input as it is (the formatter: %s)',
+  async (formatter) => {
+    const { client, counts } = noteServer(z.object({ idempotencyKey: z.string() }).optional(), {
+      formatter,
+      refuse: true,
+    });
+    const error = await client.note.mutate(undefined).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect((error as TRPCClientError<AnyTRPCRouter>).message).toBe('No active subscription');
+    expect(counts.runs).toBe(1);
+  },
+);
+
+it('passes on a refused { idempotencyKey } as the server answered it when the server has no idempotency formatter', async () => {
+  const { client, counts } = noteServer(z.void(), { formatter: false });
+  const error = await client.note.mutate(undefined).catch((e: unknown) => e);
+
+  expect((error as TRPCClientError<AnyTRPCRouter>).data?.code).toBe('BAD_REQUEST');
+  expect((error as TRPCClientError<AnyTRPCRouter>).message).not.toMatch(/^idempotencyLink/);
+  expect(counts.runs).toBe(0);
+});
 
 it('keys a mutation called without its optional input when the input takes the key field', async () => {
   const { client, counts } = noteServer(z.object({ idempotencyKey: z.string() }).optional());

@@ -381,6 +381,26 @@ describe('idempotentFetch on requests it must leave alone', () => {
     expect(calls).toEqual([{ input: 'http://127.0.0.1:1/graphql', init }]);
   });
 
+  it('passes a Request whose body is not JSON (an upload still streaming) to fetch unread', async () => {
+    const { calls, fetch } = recordingFetch();
+    const upload = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('--boundary\r\n')); // and the rest never comes
+      },
+    });
+    const request = new Request('http://x/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'multipart/form-data; boundary=boundary' },
+      body: upload,
+      duplex: 'half',
+    } as RequestInit);
+    const response = await idempotentFetch(fetch, { retry: { baseDelayMs: 1 } })(request);
+
+    expect(response.status).toBe(503);
+    expect(calls).toEqual([{ input: request, init: undefined }]);
+    expect(request.bodyUsed).toBe(false);
+  });
+
   it('reads a mutation sent as bytes, and sends the same text on every attempt', async () => {
     const { calls, fetch } = recordingFetch();
     const init = { method: 'POST', body: new TextEncoder().encode(mutation) };

@@ -76,6 +76,16 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs('', now)).toBeUndefined();
     expect(retryAfterMs(null, now)).toBeUndefined();
   });
+
+  it('reads the two obsolete HTTP date forms, and takes no other text for a date', () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(retryAfterMs('Thursday, 01-Jan-26 00:00:07 GMT', now)).toBe(7_000);
+    expect(retryAfterMs('Thu Jan  1 00:00:09 2026', now)).toBe(9_000);
+    // Date.parse takes each of these for a date (the first a year ahead: a retry after the longest wait).
+    expect(retryAfterMs('Retry in 2027', now)).toBeUndefined();
+    expect(retryAfterMs('a 1', now)).toBeUndefined();
+    expect(retryAfterMs('Jan 1 2027', now)).toBeUndefined();
+  });
 });
 
 describe('sleep', () => {
