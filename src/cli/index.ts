@@ -130,12 +130,12 @@ withDatabaseOptions(
     .description('Delete expired records, in batches (a lease still running is never deleted).')
     .addOption(
       new Option('--batch-size <n>', `records deleted per statement, at most ${MAX_BATCH_SIZE}`)
-        .argParser((text) => positiveInteger(text, MAX_BATCH_SIZE))
+        .argParser(positiveInteger(MAX_BATCH_SIZE))
         .default(1_000),
     )
     .addOption(
       new Option('--max-batches <n>', 'stop after this many batches (default: until done)').argParser(
-        positiveInteger,
+        positiveInteger(),
       ),
     )
     .option('--no-progress', 'no progress line on stderr'),
@@ -213,7 +213,7 @@ withDatabaseOptions(
     .description(
       'List in-progress records past their lease (oldest first): their request died or outlived the lease; with the last durable step each reached.',
     )
-    .addOption(new Option('--limit <n>', 'list at most this many').argParser(positiveInteger).default(100)),
+    .addOption(new Option('--limit <n>', 'list at most this many').argParser(positiveInteger()).default(100)),
 ).action((options: DatabaseOptions & { limit: number }) =>
   withDatabase(options, async ({ db, provider, table }) => {
     const stuck = await stuckRecords(db, { provider, table, limit: options.limit });
@@ -321,6 +321,10 @@ async function withDatabase(
   }
 }
 
+/** The shipped migrations that create the records table and the steps table. */
+const RECORDS_MIGRATION = '20261121000000_idempotency_records';
+const STEPS_MIGRATION = '20261130000000_idempotency_steps';
+
 /** One line saying what went wrong, without any credential of the URL. */
 function describe(error: unknown, url: string | undefined, table = RECORDS_TABLE): string {
   const line = explain(error, url, table);
@@ -336,17 +340,18 @@ function explain(error: unknown, url: string | undefined, table: string): string
   // A name as a whole word of the message: `idempotency` is not named by `idempotency_steps`.
   const names = (name: string) => namesWord(text, name);
   if (!names(tableName) && !names(STEPS_TABLE)) return text;
+  // The folder of the package as installed (node_modules/idempotent-mutations/prisma/…).
+  const folder = url
+    ? shippedMigrationsFolder(providerOfUrl(url))
+    : `${shippedPrismaFolder}<provider>/migrations/`;
   if (/already exists/i.test(text)) {
-    return `${text} (the table is there, but _prisma_migrations does not record the migration that creates it, which ran again: it was made another way, such as prisma db push; record that migration as applied, prisma migrate resolve --applied <name>, rather than run it)`;
+    const migration = names(STEPS_TABLE) ? STEPS_MIGRATION : RECORDS_MIGRATION;
+    return `${text} (the table is there, but _prisma_migrations does not record the migration that creates it, ${migration}, which ran again: the table was made another way, such as prisma db push; record that migration as applied rather than run it: copy ${folder}${migration} into your prisma/migrations and run npx prisma migrate resolve --applied ${migration})`;
   }
   if (/not exist|doesn't exist|no such table/i.test(text)) {
-    // The folder of the package as installed (node_modules/idempotent-mutations/prisma/…).
-    const folder = url
-      ? shippedMigrationsFolder(providerOfUrl(url))
-      : `${shippedPrismaFolder}<provider>/migrations/`;
     // migrate creates the tables under their own names only: a renamed one is the user's to create.
     if (tableName !== RECORDS_TABLE && names(tableName)) {
-      return `${text} (create it as the migration 20261121000000_idempotency_records in ${folder} creates idempotency_records, under the name ${table}: idempotent-mutations migrate creates idempotency_records only)`;
+      return `${text} (create it as the migration ${RECORDS_MIGRATION} in ${folder} creates idempotency_records, under the name ${table}: idempotent-mutations migrate creates idempotency_records only)`;
     }
     return `${text} (create the table: idempotent-mutations migrate, or apply the migrations in ${folder})`;
   }
@@ -438,16 +443,20 @@ function count(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-function positiveInteger(text: string, max = Number.MAX_SAFE_INTEGER): number {
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1 || value > max) {
-    throw new InvalidArgumentError(
-      max === Number.MAX_SAFE_INTEGER
-        ? 'expected a positive integer'
-        : `expected an integer from 1 to ${max}`,
-    );
-  }
-  return value;
+/** A parser of positive integers up to `max`, for `argParser`. */
+function positiveInteger(max = Number.MAX_SAFE_INTEGER): (text: string) => number {
+  // A parser of the text alone: commander passes the option's previous value (its default) second.
+  return (text) => {
+    const value = Number(text);
+    if (!Number.isSafeInteger(value) || value < 1 || value > max) {
+      throw new InvalidArgumentError(
+        max === Number.MAX_SAFE_INTEGER
+          ? 'expected a positive integer'
+          : `expected an integer from 1 to ${max}`,
+      );
+    }
+    return value;
+  };
 }
 
 await program.parseAsync();

@@ -163,7 +163,7 @@ export function stuckQuery(provider: Provider, limit: number, table = RECORDS_TA
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
   const times = databaseClock(provider).select('created_at', 'locked_until', 'expires_at');
   return (
-    `SELECT scope, idempotency_key, operation, ${times} FROM ${table} ` +
+    `SELECT scope, idempotency_key, operation, fingerprint, ${times} FROM ${table} ` +
     `WHERE ${stuck(provider)} ORDER BY ${inTimeOrder(provider, 'created_at')} LIMIT ${limit}`
   );
 }

@@ -67,7 +67,9 @@ export interface StuckRecord {
   expiresAt: Date;
   /**
    * The durable steps its call completed, in order (`step(name, fn)`): the last one is how far
-   * the call got; the next request with the key resumes after it.
+   * the call got; the next request with the key (and the same input) resumes after it. Empty when
+   * the key's stored steps are not this call's to resume (an earlier call's, of another input or
+   * expired), which the next request clears and runs again.
    */
   steps: string[];
 }
@@ -102,7 +104,12 @@ export async function stuckRecords(
     expiresAt: toDate(row.expires_at) ?? new Date(0),
     steps: [] as string[],
   }));
-  const byKey = new Map(stuck.map((record) => [`${record.scope}\u0000${record.key}`, record]));
+  const byKey = new Map(
+    stuck.map((record, i) => [
+      `${record.scope}\u0000${record.key}`,
+      { record, fingerprint: String(rows[i]!.fingerprint), resumable: true },
+    ]),
+  );
   // The steps of a few hundred records a statement, whatever the limit: SQLite refuses a condition
   // 1,000 ORs deep, PostgreSQL a statement of more than 65,535 parameters.
   for (let start = 0; start < stuck.length; start += STEPS_QUERY_RECORDS) {
@@ -112,8 +119,14 @@ export async function stuckRecords(
       client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values),
     );
     for (const step of steps) {
-      byKey.get(`${String(step.scope)}\u0000${String(step.idempotency_key)}`)?.steps.push(String(step.name));
+      const found = byKey.get(`${String(step.scope)}\u0000${String(step.idempotency_key)}`);
+      if (!found) continue;
+      found.record.steps.push(String(step.name));
+      // As the next request decides (`StepJournal`): it resumes the key's steps only when every
+      // one is the record's input's and still live, else it clears them all.
+      found.resumable &&= String(step.fingerprint) === found.fingerprint && Number(step.live) === 1;
     }
   }
+  for (const { record, resumable } of byKey.values()) if (!resumable) record.steps = [];
   return stuck;
 }

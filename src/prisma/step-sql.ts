@@ -147,8 +147,9 @@ function stepSweep(provider: Provider, tables: StepTables) {
 }
 
 /**
- * The names of the steps each of `records` has stored, in order: one row per step (`scope`,
- * `idempotency_key`, `name`), for the records `stuck` lists.
+ * The steps each of `records` has stored, in order, for the records `stuck` lists: one row per step
+ * (`scope`, `idempotency_key`, `name`, `fingerprint`, and `live`, 1 while the step has not expired by
+ * the database's clock).
  */
 export function stepsOfRecords(
   provider: Provider,
@@ -156,5 +157,6 @@ export function stepsOfRecords(
   tables: StepTables = {},
 ): Sql {
   const steps = raw(tables.steps ?? 'idempotency_steps');
-  return sql`SELECT scope, idempotency_key, name FROM ${steps} WHERE ${oneOfKeys(provider, records)} ORDER BY scope, idempotency_key, ordinal`;
+  const live = raw(`CASE WHEN ${databaseClock(provider).ahead('expires_at')} THEN 1 ELSE 0 END`);
+  return sql`SELECT scope, idempotency_key, name, fingerprint, ${live} AS live FROM ${steps} WHERE ${oneOfKeys(provider, records)} ORDER BY scope, idempotency_key, ordinal`;
 }

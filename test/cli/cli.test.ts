@@ -186,6 +186,45 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
     const table = await cli(['stuck', '--database-url', url]);
     expect(table.stdout).toMatch(/^b\tstuck\ttest\.op\t.*\tlast step "charge" \(2 stored\)$/m);
   });
+
+  it('lists no steps for a stuck record whose stored steps the next request would clear', async () => {
+    const stuck = (key: string, fingerprint = '0'.repeat(64)) => ({
+      scope: 'c',
+      key,
+      status: 'IN_PROGRESS' as const,
+      ownerToken: 'c'.repeat(64),
+      lockedUntil: hourAgo(),
+      expiresAt: inAnHour(),
+      fingerprint,
+    });
+    // An earlier call's steps: of another input, or expired (its record expired and was taken over).
+    await insertRecords(prisma, provider, [stuck('other-input', '1'.repeat(64)), stuck('expired-steps')]);
+    await insertSteps(prisma, provider, 'c', 'other-input', ['reserve', 'charge']);
+    await insertSteps(prisma, provider, 'c', 'expired-steps', ['reserve'], hourAgo());
+    const { stdout } = await cli(['stuck', '--json', '--database-url', url]);
+    expect(JSON.parse(stdout).map((r: { key: string; steps: string[] }) => [r.key, r.steps])).toEqual([
+      ['other-input', []],
+      ['expired-steps', []],
+    ]);
+  });
+
+  it('lists more than 100 stuck records when --limit asks for them', async () => {
+    await insertRecords(
+      prisma,
+      provider,
+      Array.from({ length: 101 }, (_, i) => ({
+        scope: 'd',
+        key: `stuck-${i}`,
+        status: 'IN_PROGRESS' as const,
+        ownerToken: 'd'.repeat(64),
+        lockedUntil: hourAgo(),
+        expiresAt: inAnHour(),
+      })),
+    );
+    const { code, stdout } = await cli(['stuck', '--json', '--limit', '101', '--database-url', url]);
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toHaveLength(101);
+  });
   it.each([
     ['a day behind', -DAY],
     ['a day ahead', DAY],
@@ -610,7 +649,10 @@ describe('the idempotent-mutations CLI on bad input', () => {
       await prisma.$disconnect();
     }
     const outcome = await cli(['migrate', '--database-url', url]);
-    expectOneLineError(outcome, /idempotency_records.*already exists.*prisma migrate resolve --applied/);
+    expectOneLineError(
+      outcome,
+      /idempotency_records.*already exists.*20261121000000_idempotency_records.*copy .*prisma\/sqlite\/migrations\/20261121000000_idempotency_records into your prisma\/migrations and run npx prisma migrate resolve --applied 20261121000000_idempotency_records\)/,
+    );
     expect(outcome.stderr).not.toContain('create the table');
   });
 

@@ -9,6 +9,8 @@ export interface RecordRow {
   ownerToken?: string | null;
   createdAt?: Date;
   expiresAt: Date;
+  /** @default '0' × 64, what `insertSteps` gives steps */
+  fingerprint?: string;
 }
 
 const COLUMNS = [
@@ -48,7 +50,7 @@ export async function insertRecords(
         row.scope,
         row.key,
         'test.op',
-        '0'.repeat(64),
+        row.fingerprint ?? '0'.repeat(64),
         status,
         status === 'COMPLETED' ? '{"json":1}' : null,
         row.ownerToken ?? null,
