@@ -362,13 +362,36 @@ function taggedBuiltIn(object: object): BuiltInTag | undefined {
       `Cannot fingerprint an Error (${nameOf(object)}): pass the fields the mutation needs, e.g. { message: error.message }`,
     );
   }
-  if (typeof Blob !== 'undefined' && object instanceof Blob) {
+  if (isBlobLike(object)) {
     // Its content can only be read asynchronously.
     throw new IdempotencyInputError(
       'Cannot fingerprint a Blob or File: key the upload by a hash of its content instead',
     );
   }
   return undefined;
+}
+
+/**
+ * A Blob or File: this realm's, or one of another class with its shape, as Yoga hands resolvers
+ * (`@whatwg-node/node-fetch`'s), whose own fields would hash its `lastModified`, the moment the
+ * server read the upload, so a retry of the same file would never match.
+ */
+function isBlobLike(object: object): boolean {
+  if (typeof Blob !== 'undefined' && object instanceof Blob) return true;
+  const blob = object as {
+    arrayBuffer?: unknown;
+    stream?: unknown;
+    slice?: unknown;
+    size?: unknown;
+    type?: unknown;
+  };
+  return (
+    typeof blob.arrayBuffer === 'function' &&
+    typeof blob.stream === 'function' &&
+    typeof blob.slice === 'function' &&
+    typeof blob.size === 'number' &&
+    typeof blob.type === 'string'
+  );
 }
 
 function hasToJSON(object: object): object is { toJSON(): unknown } {

@@ -79,6 +79,44 @@ export function idempotentSelections(
 }
 
 /**
+ * The path (`orders.create`) of the first field below the root of `operation` that is given an
+ * `argumentName` argument, through the fragments it spreads; `undefined` when there is none. Only
+ * root fields' keys are read: such a key would key nothing (a namespaced mutation,
+ * `mutation { orders { create(…, idempotencyKey: "k") } }`).
+ */
+export function keyArgumentBelowRoot(
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  argumentName: string,
+): string | undefined {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  }
+  const walked = new Set<string>();
+  const find = (selectionSet: SelectionSetNode | undefined, path: string): string | undefined => {
+    for (const selection of selectionSet?.selections ?? []) {
+      let found: string | undefined;
+      if (selection.kind === Kind.FIELD) {
+        const at = path ? `${path}.${selection.name.value}` : selection.name.value;
+        if (path && selection.arguments?.some(({ name }) => name.value === argumentName)) return at;
+        found = find(selection.selectionSet, at);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        found = find(selection.selectionSet, path);
+      } else {
+        const id = `${selection.name.value}\u0000${path === ''}`;
+        if (walked.has(id)) continue;
+        walked.add(id);
+        found = find(fragments.get(selection.name.value)?.selectionSet, path);
+      }
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  };
+  return find(operation.selectionSet, '');
+}
+
+/**
  * Whether `operation` asks for incremental delivery anywhere, through the fragments it spreads:
  * `@defer` on a fragment, `@stream` on a field (`if: false` counts too: it is not evaluated here).
  */

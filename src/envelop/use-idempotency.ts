@@ -42,6 +42,7 @@ import {
   defersOrStreams,
   type IdempotentSelection,
   idempotentSelections,
+  keyArgumentBelowRoot,
   mutationTypeIsNested,
 } from './selections.js';
 
@@ -319,8 +320,24 @@ export function useIdempotency<Context = any, Tx = unknown>({
         );
       }
     }
+    if (key === undefined && operation.operation === 'mutation') {
+      let below = keyedBelowRoot.get(operation);
+      if (below === undefined) {
+        below = keyArgumentBelowRoot(document, operation, argumentName) ?? null;
+        keyedBelowRoot.set(operation, below);
+      }
+      if (below !== null) {
+        throw new IdempotencyKeyInvalidError(
+          `"${below}" is given an "${argumentName}" argument below the root of the mutation, where no key is read (a namespaced mutation): it would run again on every retry. Give the key to a root field of the mutation type` +
+            (header ? `, or send the whole operation with an ${header} header` : ''),
+        );
+      }
+    }
     return selections.length;
   }
+
+  /** Per operation, the first field below its root given a key argument (`keyArgumentBelowRoot`), or null. */
+  const keyedBelowRoot = new WeakMap<OperationDefinitionNode, string | null>();
 
   function idempotentResolver(
     resolve: GraphQLFieldResolver<unknown, unknown>,

@@ -278,25 +278,21 @@ export function isConnectionError(error: unknown): boolean {
  * after the retries; both 503, both retried by the shipped clients. Anything else is returned as it is.
  */
 export function asStoreError(error: unknown, failure = classify(error)): unknown {
+  // The database's own words (a host and port, a table's name) stay in `cause`, for the server's
+  // logs: the message is what clients get, and a GraphQL server does not mask our errors.
   switch (failure) {
     case 'expired':
-      return new IdempotencyTransactionExpiredError(
-        `The idempotency transaction expired before it committed; nothing was kept: ${lastLine((error as Error).message)}`,
-        { cause: error },
-      );
+      return new IdempotencyTransactionExpiredError(undefined, { cause: error });
     case 'writeConflict':
       // Only after the bounded retries: the transaction (or the lone statement) rolled back, so the
       // same key can be sent again.
       return new IdempotencyStoreUnavailableError(
-        `The idempotency store kept hitting write conflicts; nothing was kept: ${lastLine((error as Error).message)}`,
+        'The idempotency store kept hitting write conflicts; nothing was kept',
         { cause: error },
       );
     case 'connection':
     case 'busy':
-      return new IdempotencyStoreUnavailableError(
-        `The idempotency store is unavailable: ${lastLine((error as Error).message) || 'unreachable'}`,
-        { cause: error },
-      );
+      return new IdempotencyStoreUnavailableError(undefined, { cause: error });
     default:
       return error;
   }
@@ -520,10 +516,6 @@ function outOfTransaction(cause: unknown): IdempotencyOutcomeUnknownError {
     'The database ended the transaction on its own while the mutation ran, and its later statements, if it sent any, committed on their own (the session was no longer in a transaction): it is not run again; check its effects before retrying with the same key',
     { cause },
   );
-}
-
-function lastLine(text: string | undefined): string | undefined {
-  return text?.trim().split('\n').pop()?.trim();
 }
 
 /**

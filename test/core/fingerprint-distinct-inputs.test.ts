@@ -26,6 +26,26 @@ describe('inputs the fingerprint used to confuse', () => {
     expect(() => fp({ attachment: new Blob(['a']) })).toThrow(IdempotencyInputError);
     expect(() => fp(withFile())).toThrow(IdempotencyInputError);
   });
+  it('a File of another class (Yoga hands resolvers @whatwg-node’s): refused too, not hashed by its lastModified', () => {
+    class OtherFile {
+      readonly type = 'text/plain';
+      readonly lastModified = Date.now();
+      constructor(readonly name: string) {}
+      get size() {
+        return 1;
+      }
+      arrayBuffer() {
+        return Promise.resolve(new ArrayBuffer(1));
+      }
+      stream() {
+        return new ReadableStream();
+      }
+      slice() {
+        return this;
+      }
+    }
+    expect(() => fp({ upload: new OtherFile('a.txt') })).toThrow(IdempotencyInputError);
+  });
   it('ArrayBuffer with different bytes, and an ArrayBuffer vs {}', () => {
     expect(fp(new Uint8Array([1]).buffer)).not.toBe(fp(new Uint8Array([2]).buffer));
     expect(fp(new ArrayBuffer(4))).not.toBe(fp({}));
