@@ -12,6 +12,26 @@ export interface PgClientClass {
 /** What a `BEGIN` answered at once resolves to: the result `pg` gives for it. */
 const begun = { command: 'BEGIN', rowCount: null, oid: null, rows: [], fields: [] } as const;
 
+/** A statement that ends a transaction by committing it. */
+const COMMIT = /^\s*(?:COMMIT|END)\b/i;
+
+/**
+ * A `COMMIT`'s result, or the failure it stands for: PostgreSQL answers the `COMMIT` of a
+ * transaction it had aborted with the tag `ROLLBACK`, not an error (a statement sent without
+ * waiting for its answer, such as a resolver's unawaited write, failed after the last one awaited),
+ * and nothing committed, which must not read as a commit.
+ */
+function committed(result: unknown): unknown {
+  if ((result as { command?: unknown } | null)?.command !== 'ROLLBACK') return result;
+  throw Object.assign(
+    new Error(
+      'COMMIT rolled the transaction back: PostgreSQL had aborted it after a statement failed (one sent without awaiting its answer?). Nothing was committed',
+    ),
+    // As PostgreSQL reports a statement in an aborted transaction (`in_failed_sql_transaction`).
+    { code: '25P02', severity: 'ERROR' },
+  );
+}
+
 /**
  * `Client` (`pg.Client`) with each transaction's `BEGIN` answered at once instead of after a round
  * trip: on a pipelining connection (`pipeline: true`, pg 8.23 and later) `BEGIN` is written to the
@@ -55,16 +75,19 @@ export function lazyBegin<C extends PgClientClass>(Client: C): C {
         return Promise.resolve({ ...begun, rows: [], fields: [] });
       }
       const begin = this.#begin;
-      if (begin === undefined) return super.query(...args);
       this.#begin = undefined;
       const next = super.query(...args) as Promise<unknown>;
-      return begin.then(
-        () => next,
-        (error: unknown) => {
-          next.catch(() => undefined);
-          throw error;
-        },
-      );
+      const answered =
+        begin === undefined
+          ? next
+          : begin.then(
+              () => next,
+              (error: unknown) => {
+                next.catch(() => undefined);
+                throw error;
+              },
+            );
+      return typeof text === 'string' && COMMIT.test(text) ? answered.then(committed) : answered;
     }
 
     /**

@@ -110,8 +110,13 @@ export function prismaStore<Client extends PrismaClientLike>(
   // Statements outside a transaction that write stay on the client: lease steps on SQLite take its
   // transaction (see `standalone`).
   const reader = options.reads ? queryableOf(options.reads) : prisma;
-  const rows = (client: PrismaQueryable, { text, values }: Sql) =>
-    client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values);
+  const rows = async (client: PrismaQueryable, { text, values }: Sql) => {
+    const found = await client.$queryRawUnsafe<Record<string, unknown>[]>(textFor(provider, text), ...values);
+    // Prisma answers a statement of a batch it stopped (another statement of the batch failed
+    // first) with nothing at all.
+    if (!Array.isArray(found)) throw notRun();
+    return found;
+  };
   const changes = (client: PrismaQueryable, { text, values }: Sql) =>
     client.$executeRawUnsafe(textFor(provider, text), ...values);
   const recordOf = async (client: PrismaQueryable, query: Sql) => {
@@ -245,7 +250,16 @@ export function prismaStore<Client extends PrismaClientLike>(
             // Prisma's COMMIT comes after the work; one before it is the resolver's (refused).
             return opening.workEnded ? ran.finally(opening.workEnded) : ran;
           }, transactionOptions),
-        );
+        ).catch(async (error: unknown) => {
+          // A result sent with COMMIT that failed in the database made PostgreSQL answer the COMMIT
+          // as a rollback (`lazyBegin` fails it): the result's own failure says why (a write
+          // conflict, run again; the claim not found).
+          const failed = await sentWithCommit?.then(
+            () => undefined,
+            (failure: unknown) => failure,
+          );
+          throw failed !== undefined && databaseCodeIn(failed) !== undefined ? failed : error;
+        });
         // Answered before the COMMIT was, on the same connection.
         await sentWithCommit?.catch((error: unknown) => {
           // The database's own answer: the statement failed there, and COMMIT rolled back. A failure
@@ -440,6 +454,16 @@ async function savepoint(
     }
     return true;
   };
+}
+
+/**
+ * A statement of the store's that Prisma did not run: it sent it in one batch with a statement of
+ * the resolver's that the resolver did not await, which failed first. The transaction rolls back.
+ */
+function notRun(): Error {
+  return new Error(
+    "Prisma did not run the idempotency store's statement: a statement sent beside it (one of the resolver's that it did not await?) failed first. Nothing was committed: await every statement of the resolver",
+  );
 }
 
 /** PostgreSQL's `division_by_zero`, which its completion raises when it finds no claim. */
