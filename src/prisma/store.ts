@@ -221,7 +221,7 @@ export function prismaStore<Client extends PrismaClientLike>(
           sent.catch(() => undefined); // awaited below, unless the transaction fails first
           sentWithCommit = sent;
         };
-        const value = await openTransaction((opening, begun) =>
+        const settled = await openTransaction((opening, begun) =>
           prisma.$transaction((tx: Tx & PrismaQueryable) => {
             begun();
             const own = opening.direct ? queryableOf(opening.direct) : undefined;
@@ -250,24 +250,23 @@ export function prismaStore<Client extends PrismaClientLike>(
             // Prisma's COMMIT comes after the work; one before it is the resolver's (refused).
             return opening.workEnded ? ran.finally(opening.workEnded) : ran;
           }, transactionOptions),
-        ).catch(async (error: unknown) => {
-          // A result sent with COMMIT that failed in the database made PostgreSQL answer the COMMIT
-          // as a rollback (`lazyBegin` fails it): the result's own failure says why (a write
-          // conflict, run again; the claim not found).
-          const failed = await sentWithCommit?.then(
-            () => undefined,
-            (failure: unknown) => failure,
-          );
-          throw failed !== undefined && databaseCodeIn(failed) !== undefined ? failed : error;
-        });
-        // Answered before the COMMIT was, on the same connection.
-        await sentWithCommit?.catch((error: unknown) => {
-          // The database's own answer: the statement failed there, and COMMIT rolled back. A failure
-          // of the driver's (it stopped waiting, pg's `query_timeout`) leaves COMMIT's outcome
-          // unknown, as a connection lost at COMMIT does: 503, and the same key replays or runs.
-          throw databaseCodeIn(error) === undefined ? asStoreError(error, 'connection') : error;
-        });
-        return value;
+        ).then(
+          (value) => ({ value }),
+          (error: unknown) => ({ error }),
+        );
+        // The result sent with COMMIT, answered before the COMMIT was, on the same connection.
+        const failed = await sentWithCommit?.then(
+          () => undefined,
+          (failure: unknown) => failure,
+        );
+        // The database's own answer: the statement failed there, and COMMIT rolled back (`lazyBegin`
+        // fails such a COMMIT): its failure says why (a write conflict, run again; the claim not found).
+        if (failed !== undefined && databaseCodeIn(failed) !== undefined) throw failed;
+        if ('error' in settled) throw settled.error;
+        // A failure of the driver's (it stopped waiting, pg's `query_timeout`) leaves COMMIT's
+        // outcome unknown, as a connection lost at COMMIT does: 503, and the same key replays or runs.
+        if (failed !== undefined) throw asStoreError(failed, 'connection');
+        return settled.value;
       },
       { maxRetries, busyWaitMs: transactionOptions.maxWait },
     );
