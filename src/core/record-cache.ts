@@ -83,12 +83,13 @@ export function withLocalCache<Tx>(store: Store<Tx>, options: LocalCacheOptions)
   const endOf = (sent: number, liveForMs: number) => sent + liveForMs - STORE_CLOCK_STEP_MS;
 
   const recall = (scope: string, key: string): StoredRecord | null => {
-    const hit = forget(idOf(scope, key));
+    const id = idOf(scope, key);
+    const hit = forget(id);
     if (!hit) return null;
     const left = hit.until - clock();
     if (!(left > 0)) return null;
     // Most recently used: last again, as it was (the entry is already a copy of its own).
-    entries.set(idOf(scope, key), hit);
+    entries.set(id, hit);
     bytes += hit.bytes;
     return withOwnTimes(hit.record, left);
   };

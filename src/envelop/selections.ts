@@ -37,10 +37,7 @@ export function idempotentSelections(
 ): IdempotentSelection[] {
   const mutationType = schema.getMutationType();
   if (!mutationType || idempotentFields.size === 0) return [];
-  const fragments = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions) {
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
-  }
+  const fragments = fragmentsOf(document);
   const found: IdempotentSelection[] = [];
   // A fragment's fields depend only on the fragment and on whether it is spread at the root.
   const walked = new Set<string>();
@@ -89,10 +86,7 @@ export function keyArgumentBelowRoot(
   operation: OperationDefinitionNode,
   argumentName: string,
 ): string | undefined {
-  const fragments = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions) {
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
-  }
+  const fragments = fragmentsOf(document);
   const walked = new Set<string>();
   const find = (selectionSet: SelectionSetNode | undefined, path: string): string | undefined => {
     for (const selection of selectionSet?.selections ?? []) {
@@ -121,10 +115,7 @@ export function keyArgumentBelowRoot(
  * `@defer` on a fragment, `@stream` on a field (`if: false` counts too: it is not evaluated here).
  */
 export function defersOrStreams(document: DocumentNode, operation: OperationDefinitionNode): boolean {
-  const fragments = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions) {
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
-  }
+  const fragments = fragmentsOf(document);
   const walked = new Set<string>();
   const incremental = (selectionSet: SelectionSetNode | undefined): boolean =>
     selectionSet?.selections.some((selection) => {
@@ -157,4 +148,13 @@ export function mutationTypeIsNested(schema: GraphQLSchema): boolean {
     }
   }
   return false;
+}
+
+/** The fragments `document` defines, by name. */
+function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  }
+  return fragments;
 }
