@@ -58,7 +58,7 @@ interface Pending {
 const openings = new AsyncLocalStorage<Pending>();
 /**
  * Whether any factory was wrapped: until one is, `openTransaction` runs no `AsyncLocalStorage`, whose
- * hooks, once on, cost every promise of the process a little (see the README's Benchmarks).
+ * hooks, once on, cost every promise of the process a little (see bench/README.md).
  */
 let wrapping = false;
 /**
@@ -140,7 +140,7 @@ const COMMITS = new Set(['COMMIT', 'END']);
 /**
  * The driver adapter factory `factory`, whose transactions the Prisma store can send its own
  * statements through directly: a transactional call's claim and its result skip Prisma's client
- * runtime (a fresh key in process takes about 0.8 of the time; see the README's Benchmarks). Prisma
+ * runtime (a fresh key in process takes about 0.7 of the time; see the README's Benchmarks). Prisma
  * still runs everything else, the resolver's statements, `BEGIN` and `COMMIT` included:
  *
  * ```ts
