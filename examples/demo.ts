@@ -94,7 +94,8 @@ export async function runDemo(databaseUrl = process.env.DATABASE_URL ?? defaultD
       ),
     ]);
     if (first.id !== second.id) throw new Error('the double submit made two payments');
-    // 3. The store is briefly unavailable: 503, then the retry goes through.
+    // 3. A 503 answered in front of the server (a load balancer between two deploys, say): the
+    //    request never reached it, and the retry with the same key goes through.
     paymentsProxy.plan({ status: 503, headers: { 'content-type': 'application/json' }, body: '{}' });
     await trpc.createPayment.mutate({ amount: '42.00', currency: 'EUR' });
     // 4. The double submit's key reused with another amount: 422, never retried.

@@ -2,7 +2,7 @@
 // graphql-request take a `fetch`): mutations get an Idempotency-Key and retries reuse it.
 //
 //   npx tsx --conditions=source examples/yoga-orders/client.ts      (with the server running)
-import { idempotentFetch } from 'idempotent-mutations/client';
+import { idempotentFetch } from 'idempotent-mutations/client/fetch';
 import { isMain } from '../shared/is-main.js';
 
 // #region readme

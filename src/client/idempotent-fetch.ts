@@ -282,9 +282,9 @@ function isAbort(error: unknown): boolean {
 
 /**
  * `response` with its body read to the end, so that a body cut off fails here, and with `header`
- * added. One delivered in
- * parts as they come (`@defer`, a subscription's events) is returned as it is, and so is one with
- * no body or a status a constructed response cannot have (an opaque redirect's 0).
+ * added (a `204` too). One delivered in parts as they come (`@defer`, a subscription's events) is
+ * returned as it is, and so is one with a status a constructed response cannot have (an opaque
+ * redirect's 0).
  */
 async function readWhole(
   response: Response,
@@ -292,10 +292,8 @@ async function readWhole(
 ): Promise<Response> {
   const type = response.headers.get('content-type') ?? '';
   const { status } = response;
-  if (response.body === null || status < 200 || NULL_BODY.has(status) || INCREMENTAL.test(type)) {
-    return response;
-  }
-  const body = await response.arrayBuffer();
+  if (status < 200 || status > 599 || INCREMENTAL.test(type)) return response;
+  const body = response.body === null || NULL_BODY.has(status) ? null : await response.arrayBuffer();
   const whole = new Response(body, {
     status: response.status,
     statusText: response.statusText,

@@ -462,6 +462,35 @@ describe('idempotentFetch on requests it must leave alone', () => {
 });
 
 /** Only operations whose every root field a key covers are retried. */
+describe('idempotentFetch answers', () => {
+  it.each([204, 205])(
+    'puts the key on a %i answer to a keyed mutation, which has no body to read',
+    async (status) => {
+      const keys: (string | undefined)[] = [];
+      const server = createServer((request, response) => {
+        keys.push(request.headers['idempotency-key'] as string | undefined);
+        request.resume().on('end', () => response.writeHead(status).end());
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = server.address() as AddressInfo;
+        const response = await idempotentFetch(fetch)(`http://127.0.0.1:${port}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query: 'mutation { pay }' }),
+        });
+
+        expect(response.status).toBe(status);
+        expect(response.body).toBeNull();
+        expect(keys).toHaveLength(1);
+        expect(response.headers.get('idempotency-key')).toBe(keys[0]);
+      } finally {
+        server.close();
+      }
+    },
+  );
+});
+
 describe('idempotentFetch and mutations not covered by keys', () => {
   let server: Awaited<ReturnType<typeof listen>>;
   let proxy: FaultProxy;
