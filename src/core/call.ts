@@ -6,6 +6,7 @@ import {
   IdempotencyKeyMismatchError,
   IdempotencyResultTooLargeError,
   IdempotencyResultUnstorableError,
+  isMisuse,
 } from './errors.js';
 import type { IdempotencyEventType } from './events.js';
 import type { Serializer } from './serializer.js';
@@ -168,14 +169,16 @@ export const OWN_ERROR_BYTES = 16_384;
  * meeting another) accepts nothing: the resolver's own error stays the answer, and the claim is
  * released as for any error that is not replayed. Nor is an error of ours a resolver threw (a
  * nested call's, `carriesIdempotencyError`) ever kept: it speaks of another key, and a "still
- * running" kept as this key's answer would be replayed until the record expired.
+ * running" kept as this key's answer would be replayed until the record expired; nor one the library
+ * threw at code that calls it wrongly (`isMisuse`: a step started beside another), which a
+ * fixed deploy must be able to run again.
  */
 export function replayPolicy(
   replayErrors: ((error: unknown) => boolean) | undefined,
 ): ((error: unknown) => boolean) | undefined {
   if (!replayErrors) return undefined;
   return (error) => {
-    if (carriesIdempotencyError(error)) return false;
+    if (carriesIdempotencyError(error) || isMisuse(error)) return false;
     try {
       return Boolean(replayErrors(error));
     } catch {

@@ -187,6 +187,24 @@ export function carriesIdempotencyError(error: unknown): boolean {
   return false;
 }
 
+/** Errors the library threw at code that calls it wrongly (a step started beside another). */
+const misuses = new WeakSet<object>();
+
+/**
+ * `error`, marked as one the library throws at code that calls it wrongly (a step started beside
+ * another, or after the resolver returned): the code's mistake, never kept as a key's outcome,
+ * whatever `replayErrors` says, so a fixed deploy runs the call again.
+ */
+export function misuse<E extends Error>(error: E): E {
+  misuses.add(error);
+  return error;
+}
+
+/** Whether the library threw `error` at code that calls it wrongly (`misuse`). */
+export function isMisuse(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && misuses.has(error);
+}
+
 /**
  * The store's transaction ran out of time (its `timeout`) before it committed: everything it did
  * rolled back, so the call can be retried with the same key.

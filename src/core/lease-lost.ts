@@ -17,14 +17,19 @@ export async function leaseLostAnswer<T, Tx>(
   call: Call<T, Tx>,
   owner: LeaseOwner,
   ran: string,
+  /** A write under the lease was refused (fenced); else a step was, before it ran, the lease unsure. */
+  refused = true,
 ): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
-  const current = await call.store.find(owner.scope, owner.key).catch(() => null);
+  // `undefined`: the record could not be read (the store did not answer).
+  const current = await call.store.find(owner.scope, owner.key).catch(() => undefined);
   // Still this call's own (a step refused because the call could not be sure its lease would hold):
   // nobody took it over (not `fenced`), and the runner frees the key, so no record will answer a retry.
-  const own = current !== null && current.ownerToken === owner.ownerToken;
-  if (!own) call.emit('fenced');
+  const own = current != null && current.ownerToken === owner.ownerToken;
+  // Unread, and no write refused: nothing says another request took the key.
+  const unsure = current === undefined && !refused;
+  if (!own && !unsure) call.emit('fenced');
   const answers =
-    current !== null &&
+    current != null &&
     !own &&
     current.operation === call.request.operation &&
     current.fingerprint === call.request.fingerprint &&
@@ -35,9 +40,11 @@ export async function leaseLostAnswer<T, Tx>(
     ran,
     own
       ? 'its lease was running out (nothing renewed it, or it reached maxLeaseMs) before its next step, which did not run, and the key is freed'
-      : current !== null && current.fingerprint !== call.request.fingerprint
-        ? 'its lease ran out and a call with another input took the key over before its result could be stored'
-        : 'its lease ran out and the key was freed before its result could be stored',
+      : unsure
+        ? 'its lease could not be renewed before its next step (the store did not answer), which did not run'
+        : current != null && current.fingerprint !== call.request.fingerprint
+          ? 'its lease ran out and a call with another input took the key over before its result could be stored'
+          : 'its lease ran out and the key was freed before its result could be stored',
     undefined,
   );
 }

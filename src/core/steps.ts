@@ -4,6 +4,7 @@ import {
   type IdempotencyLeaseLostError,
   IdempotencyOutcomeUnknownError,
   IdempotencyStepDivergedError,
+  misuse,
 } from './errors.js';
 import { leaseLostAnswer } from './lease-lost.js';
 import type { LeaseOwner, StepOperations, StepRecord, StepWrite } from './store.js';
@@ -51,8 +52,10 @@ export type Step<Tx> = <R>(
 
 /** `step` where there are no steps: transactional mode, where the resolver commits or rolls back as one. */
 export const stepsNeedLeaseMode: Step<never> = async (name) => {
-  throw new TypeError(
-    `step("${name}") needs lease mode (mode: 'lease'): in transactional mode the whole resolver commits or rolls back as one`,
+  throw misuse(
+    new TypeError(
+      `step("${name}") needs lease mode (mode: 'lease'): in transactional mode the whole resolver commits or rolls back as one`,
+    ),
   );
 };
 
@@ -141,21 +144,25 @@ export class StepJournal<T, Tx> {
 
   readonly step: Step<Tx> = async (name, fn, options = {}) => {
     if (typeof name !== 'string' || name.length === 0 || name.length > 255) {
-      throw new TypeError('A step name must be a string of 1 to 255 characters');
+      throw misuse(new TypeError('A step name must be a string of 1 to 255 characters'));
     }
     // Refused on every store, before `fn` runs: a name the database would store as another (or
     // not at all) would fail its save after its effects, on every retry again.
     if (name.endsWith(' ') || name.includes('\u0000') || /\p{Cs}/u.test(name)) {
-      throw new TypeError(
-        `The step name ${JSON.stringify(name)} ends in a space, holds a NUL character or an unpaired surrogate: MySQL/MariaDB compare names with trailing spaces ignored (it would be another step's), PostgreSQL stores no NUL, and an unpaired surrogate is stored as U+FFFD`,
+      throw misuse(
+        new TypeError(
+          `The step name ${JSON.stringify(name)} ends in a space, holds a NUL character or an unpaired surrogate: MySQL/MariaDB compare names with trailing spaces ignored (it would be another step's), PostgreSQL stores no NUL, and an unpaired surrogate is stored as U+FFFD`,
+        ),
       );
     }
-    if (this.finished) throw new Error(`step("${name}") was called after the resolver returned`);
+    if (this.finished) throw misuse(new Error(`step("${name}") was called after the resolver returned`));
     if (this.running) {
-      throw new Error(`step("${name}") started while another step ran: await each step before the next`);
+      throw misuse(
+        new Error(`step("${name}") started while another step ran: await each step before the next`),
+      );
     }
     const steps = this.call.store.steps;
-    if (!steps) throw new TypeError('This store keeps no steps: step() needs a store with `steps`');
+    if (!steps) throw misuse(new TypeError('This store keeps no steps: step() needs a store with `steps`'));
     this.checkKeptLongEnough();
     let settle = () => {};
     this.running = new Promise((resolve) => {
@@ -176,7 +183,7 @@ export class StepJournal<T, Tx> {
       const answer = async () => {
         // Nothing of this step ran; what ran before it is the mutation's.
         if (!done && (this.lost || !(await this.leaseHeld())))
-          throw await this.lostLeaseAnswer('The mutation');
+          throw await this.lostLeaseAnswer('The mutation', this.lost);
         if (!done) return this.run(steps, name, position, fn, options);
         const value = this.call.serializer.deserialize(done.result);
         if (done.resultIsError) throw this.call.errorCodec.decode(value);
@@ -326,13 +333,15 @@ export class StepJournal<T, Tx> {
   }
 
   /**
-   * Another request took the key over: this call stops before its next step, with a 409 only
+   * Another request took the key over (`refused`: a write, or a renewal, said so; else the lease
+   * could not be confirmed before a step): this call stops before its next step, with a 409 only
    * while the key's record will answer a retry (`leaseLostAnswer`).
    */
   private async lostLeaseAnswer(
     ran: string,
+    refused = true,
   ): Promise<IdempotencyLeaseLostError | IdempotencyOutcomeUnknownError> {
-    return this.raise(await leaseLostAnswer(this.call, this.owner, ran));
+    return this.raise(await leaseLostAnswer(this.call, this.owner, ran, refused));
   }
 
   private raise<E extends Error>(error: E): E {

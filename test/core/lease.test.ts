@@ -262,6 +262,35 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(await base.find('user-1', 'k-1')).toMatchObject({ status: 'IN_PROGRESS' });
   });
 
+  it('reports no takeover (`fenced`) when a step is refused because its renewal found the store down', async () => {
+    const { options, types, clock } = leased({ heartbeatMs: 1_000 });
+    const base = options.store;
+    let down = false;
+    const unavailable = () => {
+      throw new IdempotencyStoreUnavailableError('the database is down');
+    };
+    const store: Store = {
+      ...base,
+      find: async (scope, key) => (down ? unavailable() : base.find(scope, key)),
+      lease: {
+        ...base.lease,
+        extend: async (owner, ms) => (down ? unavailable() : base.lease.extend(owner, ms)),
+      },
+    };
+    let charges = 0;
+    const error = await runIdempotent({ ...options, store, clock: clock.now }, async (_tx, { step }) => {
+      // Within the renewal margin of the lease's end: the step first renews, and the store is down.
+      clock.advance(4_600);
+      down = true;
+      return step!('charge', () => ++charges);
+    }).catch((e: unknown) => e);
+    expect(charges).toBe(0);
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' });
+    expect((error as Error).message).toMatch(/could not be renewed before its next step/);
+    // Nobody took the key over: no `fenced`, and the call's own claim is released.
+    expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
+  });
+
   it('keeps the claim of a resolver that fails while a step still runs beside it, so the retry resumes', async () => {
     const { options, types, clock } = leased();
     let charges = 0;

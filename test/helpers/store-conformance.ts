@@ -1086,6 +1086,24 @@ export function runStoreConformance(
         expect(fn).toHaveBeenCalledTimes(1);
       });
 
+      it('never keeps the error of a step started inside another, whatever replayErrors says', async () => {
+        const scope = uniqueScope();
+        const { options } = call(scope, 'lease', { replayErrors: () => true });
+        const charge = vi.fn(() => 'ch_1');
+        // A helper that runs a step of its own, called inside another step's fn.
+        const nested = async (_tx: unknown, { step }: ResolverClaim<unknown>) =>
+          step!('checkout', () => step!('charge', charge));
+        await expect(runIdempotent(options, nested)).rejects.toThrow(/started while another step ran/);
+        expect(charge).not.toHaveBeenCalled();
+        expect(await options.store.steps!.list(scope, 'k-1')).toEqual([]);
+        // The code fixed, the call runs: nothing of the mistake was kept for the key.
+        const fixed = async (_tx: unknown, { step }: ResolverClaim<unknown>) => step!('charge', charge);
+        await expect(runIdempotent(options, fixed)).resolves.toMatchObject({
+          value: 'ch_1',
+          replayed: false,
+        });
+      });
+
       it('stores a step error that replayErrors accepts and replays it without running the step', async () => {
         const scope = uniqueScope();
         const replayErrors = (error: unknown) => (error as { code?: string }).code === 'CARD_DECLINED';

@@ -119,4 +119,19 @@ describe('ctx.idempotency.step in a tRPC procedure', () => {
       /needs lease mode/,
     );
   });
+
+  it('never keeps that refusal for the key, whatever replayErrors says', async () => {
+    const store = memoryStore();
+    const router = t.router({
+      pay: t.procedure
+        .input(z.object({ idempotencyKey: z.string() }))
+        .use(
+          idempotency({ store, scope: ({ ctx }: { ctx: Context }) => ctx.user.id, replayErrors: () => true }),
+        )
+        .mutation(({ ctx }) => ctx.idempotency!.step('charge', () => 'charged')),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'alice' } });
+    await expect(caller.pay({ idempotencyKey: 'k' })).rejects.toThrow(/needs lease mode/);
+    expect(await store.find('alice', 'k')).toBeNull();
+  });
 });
