@@ -24,16 +24,21 @@ export type HeaderValue = string | readonly string[] | null | undefined;
 /**
  * Reads an `Idempotency-Key` header value. Accepts the IETF form (an RFC 8941 sf-string,
  * `"8e03978e-…"`) and the bare form Stripe clients send (`8e03978e-…`). Returns `undefined` when
- * the header is absent; throws `IDEMPOTENCY_KEY_INVALID` for several values, a list, or a bad key.
+ * the header is absent; throws `IDEMPOTENCY_KEY_INVALID` for several values, a list, or a bad key,
+ * naming the header `header`.
  */
-export function parseKeyHeader(value: HeaderValue, policy?: KeyPolicy): string | undefined {
+export function parseKeyHeader(
+  value: HeaderValue,
+  policy?: KeyPolicy,
+  header = 'Idempotency-Key',
+): string | undefined {
   if (value === null || value === undefined) return undefined;
   if (typeof value !== 'string') {
     if (value.length === 0) return undefined;
     if (value.length > 1) {
-      throw new IdempotencyKeyInvalidError('Idempotency-Key must be sent once, not repeated');
+      throw new IdempotencyKeyInvalidError(`${header} must be sent once, not repeated`);
     }
-    return parseKeyHeader(value[0], policy);
+    return parseKeyHeader(value[0], policy, header);
   }
   const trimmed = withoutOptionalWhitespace(value);
   if (trimmed.startsWith('"')) {
@@ -43,19 +48,19 @@ export function parseKeyHeader(value: HeaderValue, policy?: KeyPolicy): string |
     } catch (cause) {
       // Node joins repeated headers with ", ", which lands here as trailing characters.
       throw new IdempotencyKeyInvalidError(
-        'Idempotency-Key is not a single RFC 8941 string (repeated header or a list?)',
+        `${header} is not a single RFC 8941 string (repeated header or a list?)`,
         { cause },
       );
     }
     const [bare, params] = item;
     if (typeof bare !== 'string' || params.size > 0) {
-      throw new IdempotencyKeyInvalidError('Idempotency-Key must be a plain string');
+      throw new IdempotencyKeyInvalidError(`${header} must be a plain string`);
     }
     return validateKey(bare, policy);
   }
   // A bare key cannot contain a comma: that is how repeated headers are joined.
   if (trimmed.includes(',')) {
-    throw new IdempotencyKeyInvalidError('Idempotency-Key must be sent once, not as a list');
+    throw new IdempotencyKeyInvalidError(`${header} must be sent once, not as a list`);
   }
   return validateKey(trimmed, policy);
 }
@@ -83,16 +88,18 @@ export function validateKey(key: unknown, policy: KeyPolicy = {}): string {
 
 /**
  * Picks the one key of a request from its two possible sources. Both present and different is
- * `IDEMPOTENCY_KEY_INVALID`; neither present is `undefined`.
+ * `IDEMPOTENCY_KEY_INVALID`, its message naming the two as `names` says; neither present is
+ * `undefined`.
  */
 export function resolveKey(
   fromHeader: string | undefined,
   fromInput: unknown,
   policy?: KeyPolicy,
+  names: { header: string; input: string } = { header: 'Idempotency-Key', input: 'idempotencyKey input' },
 ): string | undefined {
   const inputKey = fromInput === undefined || fromInput === null ? undefined : validateKey(fromInput, policy);
   if (fromHeader !== undefined && inputKey !== undefined && fromHeader !== inputKey) {
-    throw new IdempotencyKeyInvalidError('The Idempotency-Key header and the idempotencyKey input disagree');
+    throw new IdempotencyKeyInvalidError(`The ${names.header} header and the ${names.input} disagree`);
   }
   return fromHeader ?? inputKey;
 }

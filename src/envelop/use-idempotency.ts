@@ -219,6 +219,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
   const prepared = new WeakMap<GraphQLSchema, Prepared>();
   /** How operations under a header key run. */
   const operationMode = core.mode ?? 'transactional';
+  /** What a key's two sources are called in the error when they disagree. */
+  const keyNames = { header: String(header), input: `${argumentName} argument` };
   /** A field key stores its resolver's value, which graphql-js reads on: only plain data replays. */
   const fieldSerializer = refusingReadThroughCode(
     core.serializer ?? core.store.serializer ?? superjsonSerializer(),
@@ -365,7 +367,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
       try {
         if (state?.operationKey !== undefined) {
           // The header's key claims the whole operation; this field runs in its transaction.
-          resolveKey(state.operationKey, args[argumentName], core.keyPolicy);
+          resolveKey(state.operationKey, args[argumentName], core.keyPolicy, keyNames);
           return await resolveField(context, false);
         }
         // Refused before execution already (`checkSelections`).
@@ -439,7 +441,7 @@ export function useIdempotency<Context = any, Tx = unknown>({
       } catch {
         continue; // arguments the execution refuses itself, before its resolver runs
       }
-      resolveKey(key, fieldKey, core.keyPolicy);
+      resolveKey(key, fieldKey, core.keyPolicy, keyNames);
     }
   }
 
@@ -557,7 +559,9 @@ export function useIdempotency<Context = any, Tx = unknown>({
       let key: string | undefined;
       let selected: number;
       try {
-        key = header ? parseKeyHeader(contextHeader(args.contextValue, header), core.keyPolicy) : undefined;
+        key = header
+          ? parseKeyHeader(contextHeader(args.contextValue, header), core.keyPolicy, header)
+          : undefined;
         refuseHeaderKeyOnBatch(
           key,
           isBatched(args.contextValue),

@@ -420,7 +420,8 @@ async function readKey<Ctx>(
 }> {
   const { header, inputField, keyPolicy } = options;
   const { headers, overSocket } = callHeaders(options.getHeaders(ctx));
-  const headerKey = parseKeyHeader(headerOf(headers, header), keyPolicy);
+  const headerKey = parseKeyHeader(headerOf(headers, header), keyPolicy, header);
+  const names = { header, input: `${inputField} input` };
   refuseHeaderKeyOnBatch(
     headerKey,
     callsInRequest(ctx, call.batchIndex) > 1,
@@ -435,7 +436,7 @@ async function readKey<Ctx>(
   const input = raw ? await call.getRawInput() : call.input;
   if (isRecord(input) && Object.hasOwn(input, inputField)) {
     const { [inputField]: inputKey, ...rest } = input;
-    const key = resolveKey(headerKey, inputKey, keyPolicy);
+    const key = resolveKey(headerKey, inputKey, keyPolicy, names);
     return { key, input, fingerprinted: rest, keySource, headersSeen, firstAttempt };
   }
   // A schema that does not declare the field strips it, and a procedure without `.input()` has
@@ -443,7 +444,7 @@ async function readKey<Ctx>(
   const sent = raw ? input : await call.getRawInput();
   const sentKey = isRecord(sent) && Object.hasOwn(sent, inputField) ? sent[inputField] : undefined;
   return {
-    key: resolveKey(headerKey, sentKey, keyPolicy),
+    key: resolveKey(headerKey, sentKey, keyPolicy, names),
     input,
     fingerprinted: input,
     keySource,

@@ -140,6 +140,21 @@ describe('idempotency() through createCaller', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('names the configured header and input field when it refuses a key', async () => {
+    const { seen, caller } = setup({ header: 'X-Request-Key', inputField: 'requestKey' });
+    const repeated = await rejectionOf(
+      caller({ headers: { 'x-request-key': ['a', 'b'] } }).pay({ amount: '1' }),
+    );
+    expect((repeated.cause as Error).message).toBe('X-Request-Key must be sent once, not repeated');
+    const disagreeing = await rejectionOf(
+      caller({ headers: { 'x-request-key': 'one' } }).pay({ amount: '1', requestKey: 'two' } as never),
+    );
+    expect((disagreeing.cause as Error).message).toBe(
+      'The X-Request-Key header and the requestKey input disagree',
+    );
+    expect(seen).toHaveLength(0);
+  });
+
   it('takes the key from the input field and leaves it out of the fingerprint', async () => {
     const { seen, caller, withKey } = setup();
     const keyed = t.router({
