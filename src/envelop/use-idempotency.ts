@@ -656,7 +656,11 @@ export function useIdempotency<Context = any, Tx = unknown>({
     }
   }
 
-  /** The operation's one root field, when the request holds no other operation. */
+  /**
+   * The operation's one root field, when the request holds no other operation. Selections of one
+   * response name (a field written twice, or again in a fragment) are one field: execution merges
+   * them, and validation has made their arguments equal.
+   */
   function soleRootField(
     args: ExecutionArgs,
     operation: OperationDefinitionNode,
@@ -665,7 +669,8 @@ export function useIdempotency<Context = any, Tx = unknown>({
     const root = idempotentSelections(args.schema, args.document, operation, anyField).filter(
       (selection) => selection.atRoot,
     );
-    return root.length === 1 ? root[0] : undefined;
+    const names = new Set(root.map(({ node }) => (node.alias ?? node.name).value));
+    return names.size === 1 ? root[0] : undefined;
   }
 
   /**

@@ -206,6 +206,7 @@ describe('useIdempotency errors', () => {
     ['an unkeyed field', 'note(text: "hi")', 200, null],
     ['another keyed field', 'tip(amount: 2, idempotencyKey: "k-2")', 200, null],
     ['no other field', '', 409, '1'],
+    ['itself again (execution merges the two)', 'pay(amount: 5, idempotencyKey: "k-1")', 409, '1'],
   ])(
     'answers 409 and Retry-After for a keyed field beside %s only when it is the operation’s only field',
     async (_name, beside, status, retryAfter) => {
@@ -229,6 +230,22 @@ describe('useIdempotency errors', () => {
       });
     },
   );
+
+  it('answers 409 and Retry-After for the only field when a fragment selects it again', async () => {
+    const { schema, calls, hold } = paymentsSchema();
+    const { send } = yogaFor(schema, { waitTimeoutMs: 50 });
+    const release = hold();
+    const first = send('mutation { pay(amount: 5, idempotencyKey: "k-1") }');
+    await expect.poll(() => calls.pay).toBe(1);
+    const duplicate = await send(
+      'mutation { pay(amount: 5, idempotencyKey: "k-1") ...Pay } fragment Pay on Mutation { pay(amount: 5, idempotencyKey: "k-1") }',
+    );
+    release();
+    await first;
+    expect(duplicate.body.errors).toMatchObject([{ extensions: { code: 'IDEMPOTENCY_KEY_IN_PROGRESS' } }]);
+    expect([duplicate.status, duplicate.headers.get('retry-after')]).toEqual([409, '1']);
+    expect(calls.pay).toBe(1);
+  });
 
   it('answers 409 and Retry-After for the only field when its key comes in a variable', async () => {
     const { schema, calls, hold } = paymentsSchema();
