@@ -9,6 +9,20 @@ import type {
 } from './observer.js';
 
 /**
+ * Set by an integration on its own wrapper of the resolver's error (the Envelop plugin's failed
+ * operation under a header key): what observers are shown in its place (its first field's error),
+ * as a field key shows them the resolver's own.
+ */
+export const observedError = Symbol('idempotent-mutations.observedError');
+
+/** `error`, or what it says observers are shown (`observedError`). */
+function shownOf(error: unknown): unknown {
+  return typeof error === 'object' && error !== null && observedError in error
+    ? (error as { [observedError]: unknown })[observedError]
+    : error;
+}
+
+/**
  * What the runners tell an observer, kept on the call only when `observe` is set: the runners
  * reach it through `call.tracking?.`, so an unobserved call pays nothing else. Observers never
  * change the outcome: whatever they throw is swallowed.
@@ -71,7 +85,7 @@ export class CallTracking {
 
   finish(phase: IdempotencyPhase, error?: unknown): void {
     try {
-      this.observer.phaseEnd?.(phase, this.clock(), error);
+      this.observer.phaseEnd?.(phase, this.clock(), shownOf(error));
     } catch {
       // An observer must never change the outcome.
     }
@@ -111,7 +125,7 @@ export class CallTracking {
       this.observer.end({
         outcome: this.outcome,
         failed,
-        error,
+        error: shownOf(error),
         txRetries: Math.max(0, this.attempts - 1),
         resultBytes: this.resultBytes,
         durationMs: this.clock() - this.started,

@@ -15,6 +15,7 @@ import {
   print,
 } from 'graphql';
 import { ATTEMPT_HEADER, isFirstAttempt } from '../core/attempt-header.js';
+import { observedError } from '../core/call-tracking.js';
 import {
   IdempotencyInputError,
   IdempotencyKeyInvalidError,
@@ -708,9 +709,12 @@ export function useIdempotency<Context = any, Tx = unknown>({
 /** An operation that finished with errors: rolled back, and its errors answered (or replayed). */
 class FailedOperation extends Error {
   override name = 'FailedOperation';
+  /** Observers see the first field's error, as under a field key. */
+  readonly [observedError]: unknown;
   constructor(readonly errors: readonly GraphQLError[]) {
     // The first resolver error as thrown, for the store to tell a write conflict it retries.
     super(errors[0]?.message ?? 'The operation failed', { cause: errors[0]?.originalError });
+    this[observedError] = errors[0]?.originalError ?? errors[0];
   }
 }
 

@@ -20,6 +20,7 @@ import {
   METRIC_TX_RETRIES,
   METRIC_WAIT_DURATION,
 } from '../../src/opentelemetry/index.js';
+import { paymentsSchema, yogaFor } from '../envelop/payments-yoga.js';
 import { movableClock } from '../helpers/clock.js';
 import { gate } from '../helpers/gate.js';
 import { isChildOf, telemetryHarness } from '../helpers/telemetry.js';
@@ -353,3 +354,26 @@ function conflictingOnce<Tx>(store: Store<Tx>): Store<Tx> {
     },
   };
 }
+
+describe('idempotencyTelemetry under the Envelop plugin', () => {
+  it('records the field’s own error of an operation under a header key, as under a field key', async () => {
+    const { telemetry, spans, points } = telemetryHarness();
+    const { schema } = paymentsSchema(undefined, {
+      Mutation: {
+        pay: () => {
+          throw new TypeError('card declined');
+        },
+      },
+    });
+    const { send } = yogaFor(schema, { observe: telemetry.observe });
+    await send('mutation Pay { pay(amount: 1) }', 'k-1');
+    const call = spans().find((span) => span.name === 'idempotency mutation Pay')!;
+    expect(call.attributes['error.type']).toBe('TypeError');
+    expect(call.events.find((e) => e.name === 'idempotency.resolver.end')?.attributes).toEqual({
+      'error.type': 'TypeError',
+    });
+    expect(call.events.find((e) => e.name === 'exception')?.attributes?.['exception.type']).toBe('TypeError');
+    const [counted] = await points(METRIC_CALLS);
+    expect(counted?.attributes['error.type']).toBe('TypeError');
+  });
+});
