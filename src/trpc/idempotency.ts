@@ -234,6 +234,8 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
             path,
             header,
             inputField,
+            // A string, a number or an array has no field to carry a key in.
+            input === undefined || isRecord(input),
             enclosing === undefined ? headersSeen : { enclosing },
           );
         }
@@ -335,25 +337,30 @@ function missingKeyError(
   path: string,
   header: string,
   inputField: string,
+  /** Whether the input could carry the key (an object, or none): not a string, a number or an array. */
+  inputCarries: boolean,
   headersSeen: HeadersSeen | { enclosing: string },
 ): IdempotencyKeyMissingError {
+  const field = inputCarries ? `the "${inputField}" input field` : undefined;
+  /** For an input that cannot carry a key. */
+  const objectInput = `give "${path}" an object input, whose "${inputField}" field can carry it`;
   if (typeof headersSeen === 'object') {
     return new IdempotencyKeyMissingError(
-      `"${path}" requires an idempotency key: it runs inside "${headersSeen.enclosing}" (a server-side caller made from its context), whose ${header} header is that call's, not this one's, so pass the key in the "${inputField}" input field`,
+      `"${path}" requires an idempotency key: it runs inside "${headersSeen.enclosing}" (a server-side caller made from its context), whose ${header} header is that call's, not this one's, so ${field ? `pass the key in ${field}` : objectInput}`,
     );
   }
   if (headersSeen === 'seen') {
     return new IdempotencyKeyMissingError(
-      `"${path}" requires an idempotency key: send the ${header} header or the "${inputField}" input field`,
+      `"${path}" requires an idempotency key: send the ${header} header${field ? ` or ${field}` : ''}`,
     );
   }
   if (headersSeen === 'socket') {
     return new IdempotencyKeyMissingError(
-      `"${path}" requires an idempotency key: over a WebSocket a call has no headers of its own (the upgrade request's speak for every call on the socket), so send the key in the "${inputField}" input field`,
+      `"${path}" requires an idempotency key: over a WebSocket a call has no headers of its own (the upgrade request's speak for every call on the socket), so ${field ? `send the key in ${field}` : objectInput}`,
     );
   }
   return new IdempotencyKeyMissingError(
-    `"${path}" requires an idempotency key, and idempotency() cannot see the request headers, so a ${header} header would not be read: the context has no req.headers or headers. Pass the request on from createContext, e.g. createContext: ({ req, res, info }) => ({ req, res, info, … }), or set getHeaders; or send the key in the "${inputField}" input field (as server-side callers do)`,
+    `"${path}" requires an idempotency key, and idempotency() cannot see the request headers, so a ${header} header would not be read: the context has no req.headers or headers. Pass the request on from createContext, e.g. createContext: ({ req, res, info }) => ({ req, res, info, … }), or set getHeaders${field ? `; or send the key in ${field} (as server-side callers do)` : ''}`,
   );
 }
 

@@ -140,6 +140,23 @@ describe('idempotency() through createCaller', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('asks a call whose input is no object for the header only: it has no field to carry a key in', async () => {
+    const router = t.router({
+      note: t.procedure
+        .input(z.string())
+        .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user.id }))
+        .mutation(({ input }) => input),
+    });
+    const error = await rejectionOf(
+      t
+        .createCallerFactory(router)({ user: { id: 'a' }, headers: {} } as Context)
+        .note('hi'),
+    );
+    expect((error.cause as Error).message).toBe(
+      '"note" requires an idempotency key: send the Idempotency-Key header',
+    );
+  });
+
   it('names the configured header and input field when it refuses a key', async () => {
     const { seen, caller } = setup({ header: 'X-Request-Key', inputField: 'requestKey' });
     const repeated = await rejectionOf(
