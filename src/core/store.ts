@@ -274,8 +274,9 @@ export interface Store<Tx = unknown> {
   /** The mode (and lease) calls use unless they name their own. */
   readonly defaults?: ModeDefaults;
   /**
-   * What holds the records (the Prisma store gives its client). Duplicates in one process wait
-   * for the call holding their key per backend, so stores over one client see each other's calls.
+   * What holds the records (the Prisma store gives one object per client and records table).
+   * Duplicates in one process wait for the call holding their key per backend, so stores over one
+   * client and one table see each other's calls.
    * @default the store itself
    */
   readonly backend?: object;

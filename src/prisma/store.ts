@@ -143,7 +143,7 @@ export function prismaStore<Client extends PrismaClientLike>(
 
   const store: PrismaStore<Tx> = {
     serializer,
-    backend: prisma,
+    backend: backendOf(prisma, tables.records),
     defaults: { mode: options.mode, leaseMs: options.leaseMs, heartbeatMs: options.heartbeatMs },
 
     async find(scope, key) {
@@ -503,4 +503,20 @@ async function waitedOut<T>(claim: () => Promise<T>): Promise<T> {
       cause: error,
     });
   }
+}
+
+/** One object per client and records table (`backendOf`). */
+const backends = new WeakMap<object, Map<string, object>>();
+
+/**
+ * What stores over `prisma` on the records table `table` share: calls of this process wait in
+ * memory for the holders of their key there, and only there (a key of another table is another
+ * record, held by nobody here).
+ */
+function backendOf(prisma: object, table: string): object {
+  let tables = backends.get(prisma);
+  if (!tables) backends.set(prisma, (tables = new Map()));
+  let backend = tables.get(table);
+  if (!backend) tables.set(table, (backend = { table }));
+  return backend;
 }
