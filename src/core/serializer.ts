@@ -19,8 +19,10 @@ export type DecimalConstructor = new (value: string) => unknown;
 
 /**
  * The default serializer: superjson, so Date, BigInt, Map, Set, undefined, RegExp, typed arrays
- * (NaN, ±Infinity and -0 in float ones too), Buffers and ArrayBuffers come back as they went in
- * (instances of other classes come back as plain objects; an `Error` as an `Error` with its name,
+ * (NaN, ±Infinity and -0 in float ones too), Buffers, ArrayBuffers and DataViews come back as they
+ * went in (instances of other classes come back as plain objects of what JSON writes of them, a
+ * function member is dropped, and what superjson would bring back as another value, an invalid
+ * Date, a Set member reached elsewhere too, is refused; an `Error` as an `Error` with its name,
  * message, cause and own enumerable fields, without its class or stack), arrays with their holes.
  * Decimals come back as instances of `Decimal` (the Prisma store passes Prisma's), `-0` included;
  * without it a Decimal in a result fails the mutation before anything commits, rather than
@@ -126,6 +128,14 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     },
     'ArrayBuffer',
   );
+  superjson.registerCustom<DataView, string>(
+    {
+      isApplicable: (value): value is DataView => value instanceof DataView,
+      serialize: (value) => Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'),
+      deserialize: (text) => new DataView(arrayBufferOf(text)),
+    },
+    'DataView',
+  );
   // A row of plain data, Dates and Decimals needs none of superjson's walk: its text is what
   // superjson would write, and it reads back equal.
   const serializeKnown = (value: unknown): string | undefined => {
@@ -139,8 +149,18 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
     serialize: (value) => {
       const known = serializeKnown(value);
       if (known !== undefined) return known;
-      refuseUnsettled(value);
-      return superjson.stringify(value as Parameters<SuperJSON['stringify']>[0]);
+      refuseUnreplayable(value, true);
+      const serialized = superjson.serialize(value as Parameters<SuperJSON['serialize']>[0]);
+      const text = JSON.stringify(serialized);
+      // superjson brings an object reached twice back by its paths, and puts the wrong one back
+      // where a path runs through a Set's member or a Map's key, or below an object it replaces
+      // afterwards (superjson 2.2): such a value must read back equal.
+      if (serialized.meta?.referentialEqualities !== undefined && !sameValue(value, superjson.parse(text))) {
+        throw new TypeError(
+          'it holds an object reached twice that superjson cannot bring back where it was (a Set member or a Map key found elsewhere too, or a path back to the result inside an object reached twice)',
+        );
+      }
+      return text;
     },
     deserialize: (text) => superjson.parse(text),
     serializeKnown,
@@ -148,15 +168,21 @@ export function superjsonSerializer(options: { Decimal?: DecimalConstructor } = 
 }
 
 /**
- * Refuses a value that holds a promise or a stream (anything async iterable: an async generator, a
- * `ReadableStream`), wherever superjson would walk: superjson writes each as `{}`, so the replay
- * would not be the answer (and a streamed result's body would run only after the commit).
+ * Refuses a value that superjson would write as another, wherever it would walk: a promise or a
+ * stream (anything async iterable: an async generator, a `ReadableStream`), written as `{}`, so the
+ * replay would not be the answer (and a streamed result's body would run only after the commit);
+ * an invalid Date, read back as `null`; a function as the whole result (a member is dropped, as
+ * JSON drops it).
  */
-function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
+function refuseUnreplayable(value: unknown, atRoot: boolean, seen = new Set<object>()): void {
+  if (atRoot && typeof value === 'function') throw new TypeError('it is a function');
   if (typeof value !== 'object' || value === null || seen.has(value) || ArrayBuffer.isView(value)) return;
   seen.add(value);
   if (typeof (value as { then?: unknown }).then === 'function' || Symbol.asyncIterator in value) {
     throw new TypeError('it holds a promise or a stream: await it (or collect the stream) in the resolver');
+  }
+  if (value instanceof Date && Number.isNaN(value.getTime())) {
+    throw new TypeError('it holds an invalid Date, which would be replayed as null');
   }
   const members =
     value instanceof Map
@@ -164,7 +190,69 @@ function refuseUnsettled(value: unknown, seen = new Set<object>()): void {
       : value instanceof Set
         ? [...value]
         : Object.values(value);
-  for (const member of members) refuseUnsettled(member, seen);
+  for (const member of members) refuseUnreplayable(member, false, seen);
+}
+
+/**
+ * Whether `copy`, a value read back, equals `value` as the serializer promises: the same
+ * primitives (`-0` and `NaN` too), Dates, Decimals, bytes, and RegExps; Maps and Sets with equal
+ * members in the same order; arrays with the same holes; plain objects and Errors with equal own
+ * members (an Error's name, message and cause too); an instance of another class as what JSON writes
+ * of it. Objects reached twice need not be one object again, but a cycle must lead back the same way.
+ */
+function sameValue(value: unknown, copy: unknown, pairs = new Map<object, object>()): boolean {
+  if (Object.is(value, copy)) return true;
+  if (typeof value !== 'object' || value === null || typeof copy !== 'object' || copy === null) return false;
+  if (pairs.get(value) === copy) return true; // compared already, or being compared (a cycle)
+  pairs.set(value, copy);
+  const same = (a: unknown, b: unknown) => sameValue(a, b, pairs);
+  // A function member is dropped, as JSON drops it.
+  const members = (a: object, b: object) => {
+    const keys = Object.keys(a).filter((key) => typeof a[key as never] !== 'function');
+    return (
+      keys.length === Object.keys(b).length &&
+      keys.every((key) => Object.hasOwn(b, key) && same(a[key as never], b[key as never]))
+    );
+  };
+  if (value instanceof Date) return copy instanceof Date && Object.is(value.getTime(), copy.getTime());
+  if (isDecimal(value)) return isDecimal(copy) && decimalText(value) === decimalText(copy);
+  if (value instanceof RegExp) return copy instanceof RegExp && String(value) === String(copy);
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+    const bytes = (view: object) =>
+      ArrayBuffer.isView(view)
+        ? Buffer.from(view.buffer, view.byteOffset, view.byteLength)
+        : Buffer.from(view as ArrayBuffer);
+    return copy.constructor === value.constructor && bytes(value).equals(bytes(copy));
+  }
+  if (value instanceof Map || value instanceof Set) {
+    if (copy.constructor !== value.constructor || value.size !== (copy as typeof value).size) return false;
+    const theirs = [...(copy as Map<unknown, unknown>).entries()];
+    return [...(value as Map<unknown, unknown>).entries()].every(
+      ([key, member], i) => same(key, theirs[i]![0]) && same(member, theirs[i]![1]),
+    );
+  }
+  if (Array.isArray(value)) {
+    return (
+      Array.isArray(copy) &&
+      value.length === copy.length &&
+      value.every((_, i) => i in copy) &&
+      copy.every((_, i) => i in value) &&
+      members(value, copy)
+    );
+  }
+  if (value instanceof Error) {
+    return (
+      copy instanceof Error &&
+      value.name === copy.name &&
+      value.message === copy.message &&
+      'cause' in value === 'cause' in copy &&
+      same(value.cause, copy.cause) &&
+      members(value, copy)
+    );
+  }
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype === Object.prototype || prototype === null) return members(value, copy);
+  return JSON.stringify(value) === JSON.stringify(copy);
 }
 
 /**
@@ -244,7 +332,9 @@ function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): A
     const prototype = Object.getPrototypeOf(member);
     if (Array.isArray(member)) {
       // superjson walks an array's own fields too (a match result's `groups`): only indices here.
-      if (prototype !== Array.prototype || Object.keys(member).length !== member.length) return false;
+      // JSON writes what a `toJSON` returns (one not enumerable too), superjson the members.
+      if (prototype !== Array.prototype || Object.keys(member).length !== member.length || 'toJSON' in member)
+        return false;
       let below: Annotations | null = null;
       for (let i = 0; i < member.length; i++) {
         const annotated = walk(member[i], false);
@@ -254,8 +344,9 @@ function typedValues(value: unknown, Decimal: DecimalConstructor | undefined): A
       return below;
     }
     if (prototype === Object.prototype || prototype === null) {
-      // An object with a Decimal's fields and methods is one to superjson's rule.
-      if (isDecimal(member)) return false;
+      // An object with a Decimal's fields and methods is one to superjson's rule; one with a
+      // `toJSON` (not enumerable too) JSON writes as what it returns, superjson by its members.
+      if (isDecimal(member) || 'toJSON' in member) return false;
       let below: Annotations | null = null;
       for (const key of Object.keys(member)) {
         if (REFUSED_MEMBERS.has(key)) return false;

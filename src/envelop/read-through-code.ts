@@ -47,7 +47,14 @@ function classesIn(value: unknown, seen = new Set<object>(), found: ClassMembers
   seen.add(value);
   // A list may come as a Set or a Map's values: graphql-js reads the instances in them too.
   if (value instanceof Set || value instanceof Map) {
-    for (const member of value.values()) classesIn(member, seen, found);
+    for (const member of value.values()) {
+      if (typeof member === 'function') {
+        throw new TypeError(
+          `it holds a function in a ${value instanceof Set ? 'Set' : 'Map'}, which graphql-js calls to answer the field and a replay would not have (results are stored as plain data): return its value`,
+        );
+      }
+      classesIn(member, seen, found);
+    }
     return found;
   }
   if (isBuiltIn(value)) return found;

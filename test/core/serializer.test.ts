@@ -278,4 +278,83 @@ describe('superjsonSerializer', () => {
   it('refuses to store a Decimal it could not bring back', () => {
     expect(() => superjsonSerializer().serialize({ d: new Decimal('1') })).toThrow(/Decimal/);
   });
+
+  it('brings back objects reached twice, and refuses those superjson would put back in the wrong place', () => {
+    const a = { id: 'A' };
+    const b = { id: 'B' };
+    // Rebuilt by path: a path through a Set's member or a Map's key reordered it, and A was lost.
+    expect(() => serializer.serialize({ x: a, s: new Set([a, b]), z: b })).toThrow(/reached twice/);
+    expect(() =>
+      serializer.serialize({
+        x: a,
+        m: new Map([
+          [a, 1],
+          [b, 2],
+        ]),
+        z: b,
+      }),
+    ).toThrow(/reached twice/);
+    // A path back to the result below an object reached twice was replaced by its other copy.
+    const user: Record<string, unknown> = { name: 'ann' };
+    const post = { author: user };
+    Object.assign(user, { posts: [post], featured: post });
+    expect(() => serializer.serialize(user)).toThrow(/reached twice/);
+    // What superjson does bring back stays storable.
+    const shared = { id: 1, at: new Date(0) };
+    const back = roundTrip({ a: shared, b: [shared], m: new Map([['k', a]]), c: a }) as Record<
+      string,
+      unknown
+    >;
+    expect(back).toEqual({ a: shared, b: [shared], m: new Map([['k', a]]), c: a });
+    expect([(back.b as unknown[])[0], (back.m as Map<string, unknown>).get('k')]).toEqual([back.a, back.c]);
+    const self: Record<string, unknown> = { name: 'x' };
+    self.list = [self];
+    const again = roundTrip(self) as { list: unknown[] };
+    expect(again.list[0]).toBe(again);
+  });
+
+  it('writes an object with a toJSON of its own as superjson does, not as JSON does', () => {
+    const hidden = <T extends object>(value: T) =>
+      Object.defineProperty(value, 'toJSON', { value: () => 'replaced', enumerable: false });
+    for (const value of [
+      hidden({}),
+      [[hidden({})]],
+      { row: hidden({ id: 1, at: new Date(0) }) },
+      hidden([1]),
+    ]) {
+      expect(serializer.serializeKnown!(value)).toBeUndefined();
+      expect(serializer.serialize(value)).not.toContain('replaced');
+    }
+  });
+
+  it('refuses an invalid Date and a function as the result, which would replay as null and undefined', () => {
+    expect(() => serializer.serialize({ at: new Date(Number.NaN) })).toThrow(/invalid Date/);
+    expect(() => serializer.serialize([[new Date(Number.NaN)]])).toThrow(/invalid Date/);
+    expect(() => serializer.serialize(new Date(Number.NaN))).toThrow(/invalid Date/);
+    expect(() => serializer.serialize(() => 3)).toThrow(/function/);
+  });
+
+  it('round-trips a DataView, bytes and type', () => {
+    const back = roundTrip({ view: new DataView(new Uint8Array([0, 1, 2, 3]).buffer, 1, 2) }) as {
+      view: DataView;
+    };
+    expect(back.view).toBeInstanceOf(DataView);
+    expect([back.view.getUint8(0), back.view.getUint8(1), back.view.byteLength]).toEqual([1, 2, 2]);
+  });
+
+  it('brings an instance of a class of yours back as what JSON writes of it, as the README says', () => {
+    class Order {
+      id = 1;
+      placedAt = new Date(0);
+      total = new Decimal('12.50');
+      tags = new Set(['a']);
+      note = undefined;
+      total2() {
+        return 0;
+      }
+    }
+    expect(roundTrip({ order: new Order() })).toStrictEqual({
+      order: { id: 1, placedAt: '1970-01-01T00:00:00.000Z', total: '12.5', tags: {} },
+    });
+  });
 });

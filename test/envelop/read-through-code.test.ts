@@ -88,6 +88,11 @@ describe('useIdempotency: a field key’s result that graphql-js reads through c
     ['a class’s getter', () => new Payment(1), /an instance of Payment gets "amount" from its class/],
     ['a class’s getter inside a Set', () => ({ id: 1, lines: new Set([new Line('a')]) }), /Line gets "name"/],
     [
+      'a function inside a Set, read as a list',
+      () => ({ id: 1, lines: new Set([Object.defineProperty(() => undefined, 'name', { value: 'a' })]) }),
+      /a function in a Set/,
+    ],
+    [
       'a class’s iterator, read as a list',
       () => ({ id: 1, lines: new Lines() }),
       /Lines gets "Symbol.iterator"/,
