@@ -515,8 +515,14 @@ const backends = new WeakMap<object, Map<string, object>>();
  */
 function backendOf(prisma: object, table: string): object {
   let tables = backends.get(prisma);
-  if (!tables) backends.set(prisma, (tables = new Map()));
+  if (!tables) {
+    tables = new Map();
+    backends.set(prisma, tables);
+  }
   let backend = tables.get(table);
-  if (!backend) tables.set(table, (backend = { table }));
+  if (!backend) {
+    backend = { table };
+    tables.set(table, backend);
+  }
   return backend;
 }
