@@ -333,8 +333,12 @@ function describe(error: unknown, url: string | undefined, table = RECORDS_TABLE
 
 function explain(error: unknown, url: string | undefined, table: string): string {
   const text = innermostMessage(error);
+  if (causes(error, (node) => node.code === 'ERR_INVALID_URL')) {
+    // Its text cannot be shown: where the password ends is what did not parse.
+    return 'the database URL (--database-url, or DATABASE_URL) does not parse: percent-encode any #, /, ?, @, % or space in its user name and password (encodeURIComponent)';
+  }
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
-    return `cannot reach ${url ? redact(url) : 'the database'}: ${text}`;
+    return `cannot reach ${url ? redact(url) : 'the database'}: ${socketWords(text)}`;
   }
   const tableName = table.split('.').at(-1) ?? table;
   // A name as a whole word of the message: `idempotency` is not named by `idempotency_steps`.
@@ -356,6 +360,26 @@ function explain(error: unknown, url: string | undefined, table: string): string
     return `${text} (create the table: idempotent-mutations migrate, or apply the migrations in ${folder})`;
   }
   return text;
+}
+
+/** Whether `error`, or an error in its `cause` chain, is one `matches` accepts. */
+function causes(error: unknown, matches: (node: Record<string, unknown>) => boolean): boolean {
+  for (let node = error, depth = 0; typeof node === 'object' && node !== null && depth < 8; depth++) {
+    if (matches(node as Record<string, unknown>)) return true;
+    node = (node as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * A socket's failure as Node words it (MariaDB's driver passes it on), in the words PostgreSQL's
+ * adapter gets: `connect ECONNREFUSED host:port`, `getaddrinfo ENOTFOUND host`.
+ */
+function socketWords(text: string): string {
+  const refused = /^connect ECONNREFUSED (\S+)$/.exec(text);
+  if (refused) return `nothing answers at ${refused[1]}`;
+  const unknown = /^getaddrinfo ENOTFOUND (\S+)$/.exec(text);
+  return unknown ? `the host name ${unknown[1]} does not resolve` : text;
 }
 
 /** Whether `text` holds `name` with no letter, digit, `_` or `$` either side of it. */

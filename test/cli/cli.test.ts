@@ -501,6 +501,28 @@ describe('the idempotent-mutations CLI on bad input', () => {
     );
   });
 
+  it('says a database URL that does not parse is to be percent-encoded, without showing it', async () => {
+    const outcome = await cli(['stats', '--database-url', 'postgresql://app:pa#ss@127.0.0.1:1/app']);
+    expectOneLineError(
+      outcome,
+      /: the database URL \(--database-url, or DATABASE_URL\) does not parse: percent-encode any #/,
+    );
+    expect(outcome.stderr).not.toContain('pa#ss');
+  });
+
+  it.each([
+    ['nothing answers', 'mysql://app:hunter2@127.0.0.1:1/app', /: nothing answers at 127\.0\.0\.1:1$/m],
+    [
+      'its host name does not resolve',
+      'mysql://app:hunter2@nonexistent.invalid:3306/app',
+      /: the host name nonexistent\.invalid does not resolve$/m,
+    ],
+  ])('says in words that it cannot reach a MariaDB server: %s', async (_, url, pattern) => {
+    const outcome = await cli(['stats', '--database-url', `${url}?connectTimeout=1000&acquireTimeout=2000`]);
+    expectOneLineError(outcome, pattern);
+    expect(outcome.stderr).not.toContain('hunter2');
+  });
+
   it('says nothing answers at a Unix socket no server listens on', async () => {
     const folder = await mkdtemp(join(tmpdir(), 'im-socket-'));
     await writeFile(join(folder, '.s.PGSQL.5432'), ''); // left by a server that is gone
