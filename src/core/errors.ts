@@ -200,9 +200,17 @@ export function misuse<E extends Error>(error: E): E {
   return error;
 }
 
-/** Whether the library threw `error` at code that calls it wrongly (`misuse`). */
+/**
+ * Whether the library threw `error` at code that calls it wrongly (`misuse`), or `error` was caused
+ * by such an error (its `cause` chain: a resolver that wraps what it caught).
+ */
 export function isMisuse(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && misuses.has(error);
+  let node = error;
+  for (let depth = 0; depth < 10 && typeof node === 'object' && node !== null; depth++) {
+    if (misuses.has(node)) return true;
+    node = (node as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /**

@@ -195,18 +195,38 @@ function refuseUnreplayable(value: unknown, atRoot: boolean, seen = new Set<obje
 
 /**
  * Whether `copy`, a value read back, equals `value` as the serializer promises: the same
- * primitives (`-0` and `NaN` too), Dates, Decimals, bytes, and RegExps; Maps and Sets with equal
- * members in the same order; arrays with the same holes; plain objects and Errors with equal own
- * members (an Error's name, message and cause too); an instance of another class as what JSON writes
- * of it. Objects reached twice need not be one object again, but a cycle must lead back the same way.
+ * primitives (`-0` and `NaN` too), Dates, Decimals, bytes and RegExps; a Map or a Set (of a
+ * subclass too) as one with equal members in the same order; an array with the same holes and equal
+ * members at its indices; a plain object, or an Error, with equal own members (an Error's name,
+ * message and cause too; a function member is dropped); an instance of another class as what JSON
+ * writes of it. Objects reached twice need not be one object again, but a cycle must lead back the
+ * same way.
  */
-function sameValue(value: unknown, copy: unknown, pairs = new Map<object, object>()): boolean {
+function sameValue(value: unknown, copy: unknown, pairs = new Map<object, Set<unknown>>()): boolean {
   if (Object.is(value, copy)) return true;
-  if (typeof value !== 'object' || value === null || typeof copy !== 'object' || copy === null) return false;
-  if (pairs.get(value) === copy) return true; // compared already, or being compared (a cycle)
-  pairs.set(value, copy);
+  if (typeof value !== 'object' || value === null) return false;
+  const plain = (object: object) => {
+    const prototype = Object.getPrototypeOf(object);
+    return prototype === Object.prototype || prototype === null;
+  };
+  const ruled =
+    plain(value) ||
+    Array.isArray(value) ||
+    value instanceof Date ||
+    value instanceof RegExp ||
+    value instanceof Map ||
+    value instanceof Set ||
+    value instanceof Error ||
+    value instanceof ArrayBuffer ||
+    ArrayBuffer.isView(value) ||
+    isDecimal(value);
+  if (!ruled) return JSON.stringify(value) === JSON.stringify(copy);
+  if (typeof copy !== 'object' || copy === null) return false;
+  // Compared already, or being compared (a cycle).
+  const compared = pairs.get(value) ?? new Set<unknown>();
+  if (compared.has(copy)) return true;
+  pairs.set(value, compared.add(copy));
   const same = (a: unknown, b: unknown) => sameValue(a, b, pairs);
-  // A function member is dropped, as JSON drops it.
   const members = (a: object, b: object) => {
     const keys = Object.keys(a).filter((key) => typeof a[key as never] !== 'function');
     return (
@@ -217,7 +237,7 @@ function sameValue(value: unknown, copy: unknown, pairs = new Map<object, object
   if (value instanceof Date) return copy instanceof Date && Object.is(value.getTime(), copy.getTime());
   if (isDecimal(value)) return isDecimal(copy) && decimalText(value) === decimalText(copy);
   if (value instanceof RegExp) return copy instanceof RegExp && String(value) === String(copy);
-  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+  if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
     const bytes = (view: object) =>
       ArrayBuffer.isView(view)
         ? Buffer.from(view.buffer, view.byteOffset, view.byteLength)
@@ -225,19 +245,23 @@ function sameValue(value: unknown, copy: unknown, pairs = new Map<object, object
     return copy.constructor === value.constructor && bytes(value).equals(bytes(copy));
   }
   if (value instanceof Map || value instanceof Set) {
-    if (copy.constructor !== value.constructor || value.size !== (copy as typeof value).size) return false;
+    if (!(value instanceof Map ? copy instanceof Map : copy instanceof Set)) return false;
     const theirs = [...(copy as Map<unknown, unknown>).entries()];
-    return [...(value as Map<unknown, unknown>).entries()].every(
-      ([key, member], i) => same(key, theirs[i]![0]) && same(member, theirs[i]![1]),
+    return (
+      value.size === theirs.length &&
+      [...(value as Map<unknown, unknown>).entries()].every(
+        ([key, member], i) => same(key, theirs[i]![0]) && same(member, theirs[i]![1]),
+      )
     );
   }
   if (Array.isArray(value)) {
+    // Its indices: other own fields (a match result's) are not kept.
     return (
       Array.isArray(copy) &&
       value.length === copy.length &&
       value.every((_, i) => i in copy) &&
       copy.every((_, i) => i in value) &&
-      members(value, copy)
+      value.every((member, i) => typeof member === 'function' || same(member, copy[i]))
     );
   }
   if (value instanceof Error) {
@@ -250,9 +274,7 @@ function sameValue(value: unknown, copy: unknown, pairs = new Map<object, object
       members(value, copy)
     );
   }
-  const prototype = Object.getPrototypeOf(value);
-  if (prototype === Object.prototype || prototype === null) return members(value, copy);
-  return JSON.stringify(value) === JSON.stringify(copy);
+  return plain(copy) && members(value, copy);
 }
 
 /**

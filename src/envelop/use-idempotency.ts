@@ -21,6 +21,7 @@ import {
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   isIdempotencyError,
+  isMisuse,
 } from '../core/errors.js';
 import { callHeaders, type HeadersLike, headerOf } from '../core/headers.js';
 import { type HeaderValue, parseKeyHeader, refuseHeaderKeyOnBatch, resolveKey } from '../core/key.js';
@@ -473,13 +474,17 @@ export function useIdempotency<Context = any, Tx = unknown>({
           firstAttempt,
           input: { document: print(args.document), operationName, variables: variables.coerced },
           // Stored only when the user's `replayErrors` accepts every error of the operation, and
-          // none is an error of ours a field threw (a nested call's, about another key).
+          // none is an error of ours a field threw (a nested call's, about another key), nor one
+          // the library threw at code that calls it wrongly (a step in transactional mode).
           replayErrors:
             core.replayErrors &&
             ((error: unknown) =>
               error instanceof FailedOperation &&
               error.errors.every(
-                (e) => !carriesOurCode(e) && (core.replayErrors?.(e.originalError ?? e) ?? false),
+                (e) =>
+                  !carriesOurCode(e) &&
+                  !isMisuse(e.originalError) &&
+                  (core.replayErrors?.(e.originalError ?? e) ?? false),
               )),
           errorCodec: failed,
         } satisfies Partial<RunIdempotentOptions<Tx>>),

@@ -32,7 +32,7 @@ import {
 } from './database-errors.js';
 import { openTransaction, sendsInOrder } from './direct-statements.js';
 import { recordStatements } from './record-sql.js';
-import { adapterSchemaOf, storeTables } from './records-table.js';
+import { adapterSchemaOf, RECORDS_TABLE, storeTables } from './records-table.js';
 import { toDate, toRecord } from './row.js';
 import { type Sql, textFor } from './sql.js';
 import { stepStatements } from './step-sql.js';
@@ -143,7 +143,11 @@ export function prismaStore<Client extends PrismaClientLike>(
 
   const store: PrismaStore<Tx> = {
     serializer,
-    backend: backendOf(prisma, tables.records),
+    // One table however it is named: `idempotency_records` is the default's `"idempotency_records"`.
+    backend: backendOf(
+      prisma,
+      storeTables(provider, options.table ?? RECORDS_TABLE, adapterSchemaOf(prisma)).records,
+    ),
     defaults: { mode: options.mode, leaseMs: options.leaseMs, heartbeatMs: options.heartbeatMs },
 
     async find(scope, key) {

@@ -291,6 +291,22 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
   });
 
+  it('keeps no step called wrongly as the key’s outcome, though the resolver wraps its error', async () => {
+    const { options } = leased();
+    const charge = vi.fn(() => 'ch_1');
+    await expect(
+      runIdempotent({ ...options, replayErrors: () => true }, async (_tx, { step }) => {
+        try {
+          return await step!('checkout', () => step!('charge', charge));
+        } catch (cause) {
+          throw new Error('checkout failed', { cause });
+        }
+      }),
+    ).rejects.toThrow('checkout failed');
+    expect(await options.store.find('user-1', 'k-1')).toBeNull();
+    expect(charge).not.toHaveBeenCalled();
+  });
+
   it('keeps the claim of a resolver that fails while a step still runs beside it, so the retry resumes', async () => {
     const { options, types, clock } = leased();
     let charges = 0;

@@ -313,6 +313,38 @@ describe('superjsonSerializer', () => {
     expect(again.list[0]).toBe(again);
   });
 
+  it('compares a result with shared objects by what it promises for each value, no more, no less', () => {
+    class Money {
+      constructor(readonly cents: number) {}
+      toJSON() {
+        return (this.cents / 100).toFixed(2);
+      }
+    }
+    class Registry extends Map<string, number> {}
+    const shared = { id: 1 };
+    const match = /a(b)/.exec('ab')!;
+    const money = new Money(5);
+    // Stored alone, so stored beside an object reached twice: what JSON writes of a class instance,
+    // a Map subclass's entries in a Map, a match result's indices.
+    expect(
+      roundTrip({ total: money, again: money, r: new Registry([['a', 1]]), match, a: shared, b: shared }),
+    ).toEqual({
+      total: '0.05',
+      again: '0.05',
+      r: new Map([['a', 1]]),
+      match: ['ab', 'b'],
+      a: shared,
+      b: shared,
+    });
+    // An empty object in a Set, put back as the Set's other member: refused.
+    for (const other of [[], new Map([[1, 2]]), new Date(5), new Set([9])]) {
+      const empty = {};
+      expect(() => serializer.serialize({ x: empty, s: new Set<unknown>([empty, other]), z: other })).toThrow(
+        /reached twice/,
+      );
+    }
+  });
+
   it('writes an object with a toJSON of its own as superjson does, not as JSON does', () => {
     const hidden = <T extends object>(value: T) =>
       Object.defineProperty(value, 'toJSON', { value: () => 'replaced', enumerable: false });

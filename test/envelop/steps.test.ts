@@ -73,3 +73,39 @@ describe('context.idempotency.step in a GraphQL resolver', () => {
     for (const context of userContexts) expect(Object.hasOwn(context, 'idempotency')).toBe(false);
   });
 });
+
+describe('context.idempotency.step called wrongly', () => {
+  it('is never kept for an operation’s header key, whatever replayErrors says', async () => {
+    let fixed = false;
+    type Context = { idempotency: IdempotencyResolverContext };
+    const schema = createSchema<Context>({
+      typeDefs: 'type Query { ping: Boolean } type Mutation { pay(amount: Int!): Int! }',
+      resolvers: {
+        Mutation: {
+          // The code's mistake, until fixed: a step in transactional mode.
+          pay: async (_: unknown, __: unknown, context: Context) =>
+            fixed ? 1 : context.idempotency.step('charge', () => 1),
+        },
+      },
+    });
+    const store = memoryStore();
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      maskedErrors: false,
+      plugins: [useIdempotency({ store, scope: () => 'alice', replayErrors: () => true })],
+    });
+    const pay = async () =>
+      (await (
+        await yoga.fetch('http://yoga/graphql', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'Idempotency-Key': 'k-1' },
+          body: JSON.stringify({ query: 'mutation { pay(amount: 1) }' }),
+        })
+      ).json()) as { data?: unknown; errors?: { message: string }[] };
+    expect((await pay()).errors?.[0]?.message).toMatch(/needs lease mode/);
+    expect(await store.find('alice', 'k-1')).toBeNull();
+    fixed = true;
+    expect((await pay()).data).toEqual({ pay: 1 });
+  });
+});

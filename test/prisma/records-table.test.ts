@@ -51,6 +51,12 @@ describeEachDatabase('records in a table of their own (table option)', (db) => {
     expect(await countRecords(prisma, db.provider, scope)).toBe(0);
   });
 
+  it('shares the in-memory wait of stores over this client that name this table, however they spell it', () => {
+    expect(prismaStore(prisma, { table }).backend).toBe(prismaStore(prisma, { table }).backend);
+    expect(prismaStore(prisma, { table }).backend).not.toBe(prismaStore(prisma).backend);
+    expect(prismaStore(prisma, { table: 'idempotency_records' }).backend).toBe(prismaStore(prisma).backend);
+  });
+
   // SQLite's one connection is the outer transaction's: see the README's Limits.
   it.skipIf(db.provider === 'sqlite')(
     'runs a call on this table inside one on idempotency_records with the same key: nobody holds it here',
