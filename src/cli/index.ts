@@ -223,15 +223,28 @@ withDatabaseOptions(
       stuck
         .map(
           (r) =>
-            `${r.scope}\t${r.key}\t${r.operation}\tcreated ${r.createdAt.toISOString()}\t` +
+            `${printable(r.scope)}\t${printable(r.key)}\t${printable(r.operation)}\tcreated ${r.createdAt.toISOString()}\t` +
             `lease ended ${r.lockedUntil?.toISOString() ?? 'never set'}\texpires ${r.expiresAt.toISOString()}\t` +
             // Positions may skip (a step whose fn failed stored nothing): the count is of those stored.
-            (r.steps.length ? `last step "${r.steps.at(-1)}" (${r.steps.length} stored)` : 'no steps'),
+            (r.steps.length
+              ? `last step "${printable(r.steps.at(-1)!)}" (${r.steps.length} stored)`
+              : 'no steps'),
         )
         .join('\n'),
     );
   }),
 );
+
+/**
+ * `text` (a scope, a key: what clients chose) as a line of the terminal can show it: control
+ * characters (a tab, a newline, the escape that starts a terminal's control sequence) and `\` as
+ * escapes, so no value can change the terminal or forge a column or a line.
+ */
+function printable(text: string): string {
+  return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (character) =>
+    character === '\\' ? '\\\\' : `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
 
 /** The package's migrations for the provider, and those of `folder` (the app's own), in name order. */
 async function migrationsToApply(provider: Provider, folder: string | undefined): Promise<Migration[]> {

@@ -11,6 +11,15 @@ export interface FingerprintOptions {
    * @default 64
    */
   maxDepth?: number | undefined;
+  /**
+   * Longest input accepted, in characters of the canonical text that is hashed (about its size in
+   * bytes as JSON, for ASCII text), an integer from 1 to `MAX_FINGERPRINT_LENGTH` (100,000,000). An
+   * object found in several places counts at each: a few kilobytes that name one list a thousand
+   * times are a long input. Longer inputs get `IDEMPOTENCY_INPUT_UNSUPPORTED` instead of taking the
+   * server's memory.
+   * @default 1_048_576
+   */
+  maxLength?: number | undefined;
 }
 
 /**
@@ -49,17 +58,27 @@ export function fingerprint(operation: string, input: unknown, options: Fingerpr
 
 /** The deepest `maxDepth` accepted: well within Node's stack, whatever the input. */
 const MAX_FINGERPRINT_DEPTH = 1_000;
+/**
+ * The longest `maxLength` accepted: the text counted leaves out some punctuation, and the text written
+ * must stay well within the longest string V8 makes (about 2^29 characters).
+ */
+const MAX_FINGERPRINT_LENGTH = 100_000_000;
 
 /** The canonical text `fingerprint` hashes; exposed for debugging a mismatch. */
 export function canonicalJson(operation: string, input: unknown, options: FingerprintOptions = {}): string {
-  const { maxDepth = 64 } = options;
+  const { maxDepth = 64, maxLength = 1_048_576 } = options;
   // A cycle is found only at `maxDepth` (see `tooDeep`): deeper than the stack goes, it would
   // overflow it first.
   if (!Number.isInteger(maxDepth) || maxDepth < 1 || maxDepth > MAX_FINGERPRINT_DEPTH) {
     throw new RangeError(`fingerprintOptions.maxDepth must be an integer from 1 to ${MAX_FINGERPRINT_DEPTH}`);
   }
+  if (!Number.isInteger(maxLength) || maxLength < 1 || maxLength > MAX_FINGERPRINT_LENGTH) {
+    throw new RangeError(
+      `fingerprintOptions.maxLength must be an integer from 1 to ${MAX_FINGERPRINT_LENGTH}`,
+    );
+  }
   // RFC 8785 orders members by their UTF-16 code units: "input" before "operation".
-  const canonical = new CanonicalWriter(maxDepth);
+  const canonical = new CanonicalWriter(maxDepth, maxLength);
   return `{"input":${canonical.value(input, 0)},"operation":${quoted(operation)}}`;
 }
 
@@ -73,36 +92,44 @@ class CanonicalWriter {
   private readonly ancestors: object[] = [];
   /** Like `recentMembers`, for the objects whose members are not kept from one call to the next. */
   private readonly wideMembers: Members[][] = [];
+  /** What `maxLength` leaves of the text: its values and member names, and a character a container. */
+  private left: number;
 
-  constructor(private readonly maxDepth: number) {}
+  constructor(
+    private readonly maxDepth: number,
+    private readonly maxLength: number,
+  ) {
+    this.left = maxLength;
+  }
 
   value(value: unknown, depth: number): string {
     switch (typeof value) {
       case 'string':
-        return quoted(value);
+        return this.spent(quoted(value));
       case 'boolean':
-        return value ? 'true' : 'false';
+        return this.spent(value ? 'true' : 'false');
       case 'number':
-        return numberText(value);
+        return this.spent(numberText(value));
       case 'bigint':
-        return `{"$bigint":"${value.toString()}"}`;
+        return this.spent(`{"$bigint":"${value.toString()}"}`);
       case 'undefined':
-        return '{"$undefined":true}';
+        return this.spent('{"$undefined":true}');
       case 'function':
       case 'symbol':
         throw new IdempotencyInputError(`Cannot fingerprint a ${typeof value}`);
     }
-    if (value === null) return 'null';
+    if (value === null) return this.spent('null');
     const object = value as object;
     const prototype = Object.getPrototypeOf(object);
     // Data as JSON.parse or a validator builds it skips every check for the tagged types.
     const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
     if (!plain) {
       const tagged = this.builtIn(object);
-      if (tagged !== undefined) return tagged;
+      if (tagged !== undefined) return this.spent(tagged);
     }
 
     if (depth >= this.maxDepth) throw this.tooDeep(object, depth);
+    this.spent('{');
     this.ancestors[depth] = object;
     let text: string;
     if (Array.isArray(object)) {
@@ -111,6 +138,17 @@ class CanonicalWriter {
       text = hasToJSON(object) ? this.value(toJSON(object), depth + 1) : this.fields(object, depth + 1);
     } else {
       text = this.container(object, depth + 1);
+    }
+    return text;
+  }
+
+  /** `text`, counted against `maxLength`. */
+  private spent(text: string): string {
+    this.left -= text.length;
+    if (this.left < 0) {
+      throw new IdempotencyInputError(
+        `The input is longer than ${this.maxLength} characters as canonical JSON (fingerprintOptions.maxLength), an object found in several places counted at each`,
+      );
     }
     return text;
   }
@@ -148,7 +186,7 @@ class CanonicalWriter {
       const member = (object as Record<string, unknown>)[members.sorted[i]!];
       if (member === undefined) continue;
       // Appended piece by piece: a template would first join the pieces into a string of their own.
-      text += members.name(i, text.length > 1);
+      text += this.spent(members.name(i, text.length > 1));
       text += this.value(member, depth);
     }
     return `${text}}`;

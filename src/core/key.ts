@@ -83,6 +83,12 @@ export function validateKey(key: unknown, policy: KeyPolicy = {}): string {
       'The idempotency key contains characters outside the allowed set (visible ASCII by default)',
     );
   }
+  // Whatever the pattern lets through: a database would store such a key as another one.
+  if (key.includes('\u0000') || /\p{Cs}/u.test(key)) {
+    throw new IdempotencyKeyInvalidError(
+      'The idempotency key holds a NUL character or an unpaired UTF-16 surrogate, which a database would store as another key',
+    );
+  }
   return key;
 }
 

@@ -187,6 +187,30 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
     expect(table.stdout).toMatch(/^b\tstuck\ttest\.op\t.*\tlast step "charge" \(2 stored\)$/m);
   });
 
+  it('lists a scope a client chose with its control characters escaped: one line, no terminal sequence', async () => {
+    // A principal's id that sets the window title, clears the screen and forges a line of its own.
+    const scope = 'tenant-\u001b]0;pwned\u0007\u001b[2J\nforged\tforged-key\\';
+    await insertRecords(prisma, provider, [
+      {
+        scope,
+        key: 'k-1',
+        status: 'IN_PROGRESS',
+        ownerToken: 'd'.repeat(64),
+        lockedUntil: hourAgo(),
+        expiresAt: inAnHour(),
+      },
+    ]);
+    const { code, stdout } = await cli(['stuck', '--database-url', url]);
+    expect(code).toBe(0);
+    expect(stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
+    expect(stdout.trimEnd().split('\n')).toHaveLength(1);
+    expect(stdout).toContain(
+      'tenant-\\u001b]0;pwned\\u0007\\u001b[2J\\u000aforged\\u0009forged-key\\\\\tk-1\t',
+    );
+    // As JSON, as it is.
+    expect(JSON.parse((await cli(['stuck', '--json', '--database-url', url])).stdout)[0].scope).toBe(scope);
+  });
+
   it('lists no steps for a stuck record whose stored steps the next request would clear', async () => {
     const stuck = (key: string, fingerprint = '0'.repeat(64)) => ({
       scope: 'c',

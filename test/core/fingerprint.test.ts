@@ -144,6 +144,24 @@ describe('fingerprint', () => {
     }
   });
 
+  it('refuses an input longer than maxLength as canonical JSON, an object found in several places counted at each', () => {
+    // A few kilobytes naming one array 2^40 times: before the limit, the text took the process's memory.
+    let doubled: unknown = 'leaf';
+    for (let i = 0; i < 40; i++) doubled = [doubled, doubled];
+    expect(() => fingerprint('op', doubled)).toThrow(/longer than 1048576 characters/);
+    const list = Array.from({ length: 1_000 }, (_, i) => i);
+    expect(() => fingerprint('op', { batches: Array(3_000).fill(list) })).toThrow(IdempotencyInputError);
+    expect(() => fingerprint('op', ['x'.repeat(100_000)], { maxLength: 100_000 })).toThrow(/maxLength/);
+    // Within it, the text is what it always was.
+    const input = { batches: Array(100).fill(list) };
+    expect(fingerprint('op', input, { maxLength: 100_000_000 })).toBe(fingerprint('op', input));
+    for (const maxLength of [0, 1.5, 100_000_001, Number.NaN]) {
+      expect(() => fingerprint('op', {}, { maxLength }), String(maxLength)).toThrow(
+        'fingerprintOptions.maxLength must be an integer from 1 to 100000000',
+      );
+    }
+  });
+
   it('accepts the same object twice when it is not circular', () => {
     const shared = { a: 1 };
     expect(() => fingerprint('op', { x: shared, y: shared })).not.toThrow();

@@ -66,6 +66,14 @@ describe('parseKeyHeader', () => {
     expect(() => validateKey('abcd', { pattern: /^[A-Z]+$/ })).toThrow(IdempotencyKeyInvalidError);
   });
 
+  it('refuses a key with a NUL character or an unpaired surrogate, whatever the pattern lets through', () => {
+    const anything = { pattern: /^[\s\S]+$/u };
+    for (const key of ['k-\ud800', 'k-\udc00x', 'k-\u0000']) {
+      expect(() => validateKey(key, anything), JSON.stringify(key)).toThrow(/NUL character or an unpaired/);
+    }
+    expect(validateKey('k-\ud83d\ude00', anything)).toBe('k-\ud83d\ude00');
+  });
+
   it('takes every valid key with a pattern that has the g or y flag (a lastIndex kept between calls)', () => {
     for (const pattern of [/^[A-Z]+$/g, /^[A-Z]+$/y]) {
       expect(['ABCD', 'EFGH', 'IJKL'].map((key) => validateKey(key, { pattern }))).toEqual([

@@ -336,6 +336,24 @@ describe('runIdempotent (memory store)', () => {
     },
   );
 
+  it.each([
+    ['an unpaired surrogate', 'user-\ud800'],
+    ['a NUL character', 'user-\u0000'],
+  ])(
+    'refuses a scope holding %s, which PostgreSQL and MariaDB would store as another principal’s',
+    async (_, scope) => {
+      const resolver = vi.fn(async () => 'for A');
+      await expect(runIdempotent({ ...base(), scope }, resolver)).rejects.toThrow(/well-formed text/);
+      expect(resolver).not.toHaveBeenCalled();
+      // A surrogate pair is well-formed.
+      await expect(runIdempotent({ ...base(), scope: 'user-\ud83d\ude00' }, resolver)).resolves.toMatchObject(
+        {
+          value: 'for A',
+        },
+      );
+    },
+  );
+
   it('requires a scope unless the global scope is allowed', async () => {
     await expect(runIdempotent({ ...base(), scope: null }, async () => 1)).rejects.toThrow(
       /allowGlobalScope/,
