@@ -35,18 +35,33 @@ export async function leaseLostAnswer<T, Tx>(
     current.fingerprint === call.request.fingerprint &&
     current.liveForMs > 0;
   if (answers) return new IdempotencyLeaseLostError(current.status === 'IN_PROGRESS' ? current.liveForMs : 0);
-  return outcomeUnknown(
+  const answer = outcomeUnknown(
     call,
     ran,
     own
       ? 'its lease was running out (nothing renewed it, or it reached maxLeaseMs) before its next step, which did not run, and the key is freed'
       : unsure
         ? 'its lease could not be renewed before its next step (the store did not answer), which did not run'
-        : current != null && current.fingerprint !== call.request.fingerprint
-          ? 'its lease ran out and a call with another input took the key over before its result could be stored'
-          : 'its lease ran out and the key was freed before its result could be stored',
+        : current === undefined
+          ? 'its lease ran out and another request took the key, or it was freed, before its result could be stored (the store did not answer the read that would say which)'
+          : current !== null && current.fingerprint !== call.request.fingerprint
+            ? 'its lease ran out and a call with another input took the key over before its result could be stored'
+            : 'its lease ran out and the key was freed before its result could be stored',
     undefined,
   );
+  if (current === undefined) unread.add(answer);
+  return answer;
+}
+
+/** `leaseLostAnswer`'s answers given without the key's record, which the store did not answer. */
+const unread = new WeakSet<object>();
+
+/**
+ * Whether `answer` (`leaseLostAnswer`'s) was given without reading the key's record: nobody can
+ * say whether a record answers for the call elsewhere, so no other answer may take its place.
+ */
+export function answeredUnread(answer: unknown): boolean {
+  return typeof answer === 'object' && answer !== null && unread.has(answer);
 }
 
 /** `IDEMPOTENCY_OUTCOME_UNKNOWN` for what `ran`: its effects may have happened, and nobody can say. */

@@ -14,7 +14,7 @@ import { decide, foreignRecordError } from './decide.js';
 import { waitWhileRunning } from './duplicate-wait.js';
 import { IdempotencyKeyInProgressError, IdempotencyLeaseLostError, isIdempotencyError } from './errors.js';
 import type { IdempotencyEventType } from './events.js';
-import { leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
+import { answeredUnread, leaseLostAnswer, outcomeUnknown } from './lease-lost.js';
 import { raisedBySteps, StepJournal } from './steps.js';
 import {
   type ClaimOutcome,
@@ -136,10 +136,11 @@ export async function runUnderLease<T, Tx>(options: Call<T, Tx>): Promise<Idempo
 /**
  * For a completion that stored an error: its failure is not the answer, the error is, except a
  * lost lease whose new owner's record answers for this call. Its answer is what every retry gets,
- * so this call answers the 409 that sends its client there too, never an outcome the key contradicts.
+ * so this call answers the 409 that sends its client there too, never an outcome the key contradicts;
+ * and when the record could not be read to tell, `IDEMPOTENCY_OUTCOME_UNKNOWN`.
  */
 function unlessAnsweredElsewhere(failure: unknown): void {
-  if (failure instanceof IdempotencyLeaseLostError) throw failure;
+  if (failure instanceof IdempotencyLeaseLostError || answeredUnread(failure)) throw failure;
 }
 
 /** A claim this call holds: since when, and whether it replaced a record that was no longer live. */

@@ -291,6 +291,44 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
   });
 
+  it('answers OUTCOME_UNKNOWN, not its replayable error, when its fenced completion cannot read who holds the key', async () => {
+    const { options, clock } = leased();
+    const base = options.store;
+    let readFails = false;
+    const store: Store = {
+      ...base,
+      find: async (scope, key) => {
+        if (readFails) throw new IdempotencyStoreUnavailableError('the connection was killed');
+        return base.find(scope, key);
+      },
+    };
+    const call = {
+      ...options,
+      store,
+      clock: clock.now,
+      replayErrors: (error: unknown) => (error as { code?: string }).code === 'DECLINED',
+    };
+    const tookOver = gate();
+    const mayFinish = gate();
+    const first = runIdempotent(call, async () => {
+      await tookOver.opened; // its lease ran out, and a retry took the key over
+      readFails = true;
+      throw Object.assign(new Error('declined'), { code: 'DECLINED' });
+    }).catch((error: unknown) => error);
+    await expect.poll(async () => (await base.find('user-1', 'k-1'))?.status).toBe('IN_PROGRESS');
+    clock.advance(6_000);
+    const retry = runIdempotent({ ...call, firstAttempt: true }, async () => {
+      tookOver.open();
+      await mayFinish.opened;
+      return 'charged';
+    });
+    // The key will replay the retry's success: "declined" would be an answer it contradicts.
+    expect(await first).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' });
+    readFails = false;
+    mayFinish.open();
+    expect((await retry).value).toBe('charged');
+  });
+
   it('keeps no step called wrongly as the key’s outcome, though the resolver wraps its error', async () => {
     const { options } = leased();
     const charge = vi.fn(() => 'ch_1');
