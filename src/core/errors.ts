@@ -201,16 +201,15 @@ export function misuse<E extends Error>(error: E): E {
 }
 
 /**
- * Whether the library threw `error` at code that calls it wrongly (`misuse`), or `error` was caused
- * by such an error (its `cause` chain: a resolver that wraps what it caught).
+ * Whether the library threw `error` at code that calls it wrongly (`misuse`), or `error` wraps such
+ * an error: through its `cause` (a resolver that wraps what it caught) or its `originalError` (a
+ * `GraphQLError`), at any depth.
  */
-export function isMisuse(error: unknown): boolean {
-  let node = error;
-  for (let depth = 0; depth < 10 && typeof node === 'object' && node !== null; depth++) {
-    if (misuses.has(node)) return true;
-    node = (node as { cause?: unknown }).cause;
-  }
-  return false;
+export function isMisuse(error: unknown, depth = 0): boolean {
+  if (depth > 10 || typeof error !== 'object' || error === null) return false;
+  if (misuses.has(error)) return true;
+  const { cause, originalError } = error as { cause?: unknown; originalError?: unknown };
+  return isMisuse(cause, depth + 1) || isMisuse(originalError, depth + 1);
 }
 
 /**

@@ -59,8 +59,9 @@ export function fingerprint(operation: string, input: unknown, options: Fingerpr
 /** The deepest `maxDepth` accepted: well within Node's stack, whatever the input. */
 const MAX_FINGERPRINT_DEPTH = 1_000;
 /**
- * The longest `maxLength` accepted: the text counted leaves out some punctuation, and the text written
- * must stay well within the longest string V8 makes (about 2^29 characters).
+ * The longest `maxLength` accepted: the text counted is within twice the text written (a bracket
+ * counts for its pair), which must stay well within the longest string V8 makes (about 2^29
+ * characters).
  */
 const MAX_FINGERPRINT_LENGTH = 100_000_000;
 
@@ -144,13 +145,18 @@ class CanonicalWriter {
 
   /** `text`, counted against `maxLength`. */
   private spent(text: string): string {
-    this.left -= text.length;
+    this.charge(text.length);
+    return text;
+  }
+
+  /** Counts `characters` against `maxLength`. */
+  private charge(characters: number): void {
+    this.left -= characters;
     if (this.left < 0) {
       throw new IdempotencyInputError(
         `The input is longer than ${this.maxLength} characters as canonical JSON (fingerprintOptions.maxLength), an object found in several places counted at each`,
       );
     }
-    return text;
   }
 
   /**
@@ -168,6 +174,7 @@ class CanonicalWriter {
   }
 
   private array(values: ArrayLike<unknown>, depth: number): string {
+    this.charge(values.length); // the commas, and the work of each member
     let text = '[';
     for (let i = 0; i < values.length; i++) {
       if (i > 0) text += ',';
@@ -178,7 +185,10 @@ class CanonicalWriter {
 
   /** Own enumerable string-keyed members, in canonical order (see `Members`); `undefined` ones left out. */
   private fields(object: object, depth: number): string {
-    const members = this.membersOf(Object.keys(object), depth);
+    const keys = Object.keys(object);
+    // A key read costs work whether its member is written or not (`undefined` is not).
+    this.charge(keys.length);
+    const members = this.membersOf(keys, depth);
     let text = '{';
     for (let i = 0; i < members.sorted.length; i++) {
       // Read one by one, in canonical order, between writes: a getter's side effects then happen
@@ -232,21 +242,29 @@ class CanonicalWriter {
   private container(object: object, depth: number): string {
     if (typeof FormData !== 'undefined' && object instanceof FormData) {
       refuseOwnFields(object);
-      const entries = [...object].map(([name, entry]) => `[${quoted(name)},${this.value(entry, depth)}]`);
+      this.charge(16);
+      const entries = [...object].map(
+        ([name, entry]) => `[${this.spent(quoted(name))},${this.value(entry, depth)}]`,
+      );
       return `{"$formData":[${entries.join(',')}]}`;
     }
     if (types.isMap(object)) {
       refuseOwnFields(object);
-      const entries = Array.from(
-        Map.prototype.entries.call(object),
-        ([k, v]) => `[${this.value(k, depth)},${this.value(v, depth)}]`,
-      );
+      this.charge(10); // {"$map":[]}, and each entry's brackets and commas
+      const entries = Array.from(Map.prototype.entries.call(object), ([k, v]) => {
+        this.charge(3);
+        return `[${this.value(k, depth)},${this.value(v, depth)}]`;
+      });
       return `{"$map":[${sortedTexts(entries).join(',')}]}`;
     }
     if (types.isSet(object)) {
       refuseOwnFields(object);
       // Ordered by the canonical text of each member wrapped in an array, as the tag always was.
-      const members = Array.from(Set.prototype.values.call(object), (v) => `[${this.value(v, depth)}]`);
+      this.charge(10); // {"$set":[]}, and each member's comma
+      const members = Array.from(Set.prototype.values.call(object), (v) => {
+        this.charge(1);
+        return `[${this.value(v, depth)}]`;
+      });
       return `{"$set":[${sortedTexts(members)
         .map((member) => member.slice(1, -1))
         .join(',')}]}`;

@@ -515,7 +515,9 @@ const backends = new WeakMap<object, Map<string, object>>();
 /**
  * What stores over `prisma` on the records table `table` share: calls of this process wait in
  * memory for the holders of their key there, and only there (a key of another table is another
- * record, held by nobody here).
+ * record, held by nobody here). A table is told by its name as the stores give it (quoted, with
+ * the adapter's schema): stores that spell one table two ways (`public.idempotency_records` beside
+ * the default) do not wait for each other in memory, only in the database.
  */
 function backendOf(prisma: object, table: string): object {
   let tables = backends.get(prisma);

@@ -152,6 +152,18 @@ describe('fingerprint', () => {
     const list = Array.from({ length: 1_000 }, (_, i) => i);
     expect(() => fingerprint('op', { batches: Array(3_000).fill(list) })).toThrow(IdempotencyInputError);
     expect(() => fingerprint('op', ['x'.repeat(100_000)], { maxLength: 100_000 })).toThrow(/maxLength/);
+    // Work that writes little counts too: the keys of undefined members, empty Maps and Sets.
+    const hollow = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, undefined]));
+    expect(() => fingerprint('op', Array(4_000).fill(hollow))).toThrow(/maxLength/);
+    expect(() => canonicalJson('op', Array(9_990).fill(new Map()), { maxLength: 10_000 })).toThrow(
+      /maxLength/,
+    );
+    expect(() => canonicalJson('op', Array(9_990).fill(new Set()), { maxLength: 10_000 })).toThrow(
+      /maxLength/,
+    );
+    const form = new FormData();
+    form.append('x'.repeat(100_000), 'v');
+    expect(() => fingerprint('op', Array(40).fill(form))).toThrow(/maxLength/);
     // Within it, the text is what it always was.
     const input = { batches: Array(100).fill(list) };
     expect(fingerprint('op', input, { maxLength: 100_000_000 })).toBe(fingerprint('op', input));

@@ -1,3 +1,4 @@
+import { GraphQLError } from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { describe, expect, it } from 'vitest';
 import {
@@ -107,5 +108,42 @@ describe('context.idempotency.step called wrongly', () => {
     expect(await store.find('alice', 'k-1')).toBeNull();
     fixed = true;
     expect((await pay()).data).toEqual({ pay: 1 });
+  });
+});
+
+describe('context.idempotency.step called wrongly, its error wrapped in a GraphQLError', () => {
+  it('is never kept for a field key, whatever replayErrors says', async () => {
+    type Context = { idempotency: IdempotencyResolverContext };
+    const schema = createSchema<Context>({
+      typeDefs:
+        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
+      resolvers: {
+        Mutation: {
+          pay: async (_: unknown, __: unknown, context: Context) => {
+            try {
+              return await context.idempotency.step('charge', () => 1);
+            } catch (originalError) {
+              throw new GraphQLError('payment failed', { originalError: originalError as Error });
+            }
+          },
+        },
+      },
+    });
+    const store = memoryStore();
+    const yoga = createYoga({
+      schema,
+      logging: false,
+      maskedErrors: false,
+      plugins: [useIdempotency({ store, scope: () => 'alice', replayErrors: () => true })],
+    });
+    const response = await yoga.fetch('http://yoga/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: 'mutation { pay(amount: 1, idempotencyKey: "k-1") }' }),
+    });
+    expect(((await response.json()) as { errors?: { message: string }[] }).errors?.[0]?.message).toBe(
+      'payment failed',
+    );
+    expect(await store.find('alice', 'k-1')).toBeNull();
   });
 });
