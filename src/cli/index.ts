@@ -237,12 +237,15 @@ withDatabaseOptions(
 
 /**
  * `text` (a scope, a key: what clients chose) as a line of the terminal can show it: control
- * characters (a tab, a newline, the escape that starts a terminal's control sequence) and `\` as
- * escapes, so no value can change the terminal or forge a column or a line.
+ * characters (a tab, a newline, the escape that starts a terminal's control sequence), the marks
+ * that reorder text (bidirectional controls) or break a line (U+2028, U+2029), and `\` as escapes,
+ * so no value can change the terminal or forge a column or a line.
  */
 function printable(text: string): string {
-  return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (character) =>
-    character === '\\' ? '\\\\' : `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  return text.replace(
+    /[\\\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g,
+    (character) =>
+      character === '\\' ? '\\\\' : `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
 }
 

@@ -27,7 +27,9 @@ export async function leaseLostAnswer<T, Tx>(
   const own = current != null && current.ownerToken === owner.ownerToken;
   // Unread, and no write refused: nothing says another request took the key.
   const unsure = current === undefined && !refused;
-  if (!own && !unsure) call.emit('fenced');
+  // A refused write was fenced; a step refused before it ran was, only if another request holds
+  // the key (not when its record is gone: expired, or swept).
+  if (refused ? !own : current != null && !own) call.emit('fenced');
   const answers =
     current != null &&
     !own &&

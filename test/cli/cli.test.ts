@@ -189,7 +189,7 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
 
   it('lists a scope a client chose with its control characters escaped: one line, no terminal sequence', async () => {
     // A principal's id that sets the window title, clears the screen and forges a line of its own.
-    const scope = 'tenant-\u001b]0;pwned\u0007\u001b[2J\nforged\tforged-key\\';
+    const scope = 'tenant-\u001b]0;pwned\u0007\u001b[2J\nforged\tforged-key\\\u202e';
     await insertRecords(prisma, provider, [
       {
         scope,
@@ -205,7 +205,7 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
     expect(stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
     expect(stdout.trimEnd().split('\n')).toHaveLength(1);
     expect(stdout).toContain(
-      'tenant-\\u001b]0;pwned\\u0007\\u001b[2J\\u000aforged\\u0009forged-key\\\\\tk-1\t',
+      'tenant-\\u001b]0;pwned\\u0007\\u001b[2J\\u000aforged\\u0009forged-key\\\\\\u202e\tk-1\t',
     );
     // As JSON, as it is.
     expect(JSON.parse((await cli(['stuck', '--json', '--database-url', url])).stdout)[0].scope).toBe(scope);

@@ -291,6 +291,20 @@ describe('runIdempotent in lease mode (memory store)', () => {
     expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
   });
 
+  it('reports no takeover (`fenced`) when a step refused for its lease finds the key’s record gone', async () => {
+    const { options, types, clock } = leased();
+    const base = options.store;
+    let gone = false;
+    const store: Store = { ...base, find: async (scope, key) => (gone ? null : base.find(scope, key)) };
+    const error = await runIdempotent({ ...options, store, clock: clock.now }, async (_tx, { step }) => {
+      clock.advance(4_900); // within the margin of the lease's end, and nothing renews it
+      gone = true; // its record expired and was swept, as the call's read finds
+      return step!('charge', () => 'charged');
+    }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'IDEMPOTENCY_OUTCOME_UNKNOWN' });
+    expect(types()).toEqual(['claimed', 'outcome_unknown', 'released']);
+  });
+
   it('answers OUTCOME_UNKNOWN, not its replayable error, when its fenced completion cannot read who holds the key', async () => {
     const { options, clock } = leased();
     const base = options.store;
