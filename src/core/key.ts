@@ -83,13 +83,22 @@ export function validateKey(key: unknown, policy: KeyPolicy = {}): string {
       'The idempotency key contains characters outside the allowed set (visible ASCII by default)',
     );
   }
-  // Whatever the pattern lets through: a database would store such a key as another one.
-  if (key.includes('\u0000') || /\p{Cs}/u.test(key)) {
+  // Whatever the pattern lets through.
+  if (storedAsAnother(key)) {
     throw new IdempotencyKeyInvalidError(
       'The idempotency key holds a NUL character or an unpaired UTF-16 surrogate, which a database would store as another key',
     );
   }
   return key;
+}
+
+/**
+ * Whether a database would store `text` (a key, a scope, a step's name) as another text: it holds a
+ * NUL character (PostgreSQL refuses it) or an unpaired UTF-16 surrogate (PostgreSQL and MariaDB
+ * write U+FFFD in its place; with the `u` flag, `\p{Cs}` matches only an unpaired one).
+ */
+export function storedAsAnother(text: string): boolean {
+  return text.includes('\u0000') || /\p{Cs}/u.test(text);
 }
 
 /**

@@ -16,7 +16,7 @@ import { decide, foreignRecordError } from './decide.js';
 import { waitWhileRunning } from './duplicate-wait.js';
 import type { IdempotencyEventHandler, IdempotencyEventType } from './events.js';
 import { type FingerprintOptions, fingerprint } from './fingerprint.js';
-import { type KeyPolicy, validateKey } from './key.js';
+import { type KeyPolicy, storedAsAnother, validateKey } from './key.js';
 import { runUnderLease } from './lease-runner.js';
 import type { IdempotencyKeySource, ObserveCall } from './observer.js';
 import { type Serializer, superjsonSerializer } from './serializer.js';
@@ -350,9 +350,8 @@ export function resolveScope(scope: unknown, allowGlobalScope: boolean): string 
   if (typeof scope === 'bigint') return String(scope);
   if (typeof scope === 'string' && scope.length > 0) {
     if (scope.length > 255) throw new TypeError('The idempotency scope is longer than 255 characters');
-    // Stored as another scope, another principal's: PostgreSQL and MariaDB write an unpaired
-    // surrogate as U+FFFD, and PostgreSQL refuses NUL.
-    if (scope.includes('\u0000') || UNPAIRED_SURROGATE.test(scope)) {
+    // Stored as another scope, another principal's.
+    if (storedAsAnother(scope)) {
       throw new TypeError(
         'The idempotency scope holds a NUL character or an unpaired UTF-16 surrogate, which a database would store as another scope: return the principal as well-formed text',
       );
@@ -365,9 +364,6 @@ export function resolveScope(scope: unknown, allowGlobalScope: boolean): string 
       'return the principal from `scope`, or set `allowGlobalScope: true` to share keys across everybody',
   );
 }
-
-/** With the `u` flag a surrogate pair is one code point, so `\p{Cs}` matches only an unpaired one. */
-const UNPAIRED_SURROGATE = /\p{Cs}/u;
 
 /** The largest delay a Node timer keeps: a longer one fires at once. */
 export const MAX_TIMER_MS = 2_147_483_647;

@@ -6,6 +6,7 @@ import {
   IdempotencyStepDivergedError,
   misuse,
 } from './errors.js';
+import { storedAsAnother } from './key.js';
 import { leaseLostAnswer } from './lease-lost.js';
 import type { LeaseOwner, StepOperations, StepRecord, StepWrite } from './store.js';
 import { withMembers } from './with-members.js';
@@ -148,7 +149,7 @@ export class StepJournal<T, Tx> {
     }
     // Refused on every store, before `fn` runs: a name the database would store as another (or
     // not at all) would fail its save after its effects, on every retry again.
-    if (name.endsWith(' ') || name.includes('\u0000') || /\p{Cs}/u.test(name)) {
+    if (name.endsWith(' ') || storedAsAnother(name)) {
       throw misuse(
         new TypeError(
           `The step name ${JSON.stringify(name)} ends in a space, holds a NUL character or an unpaired surrogate: MySQL/MariaDB compare names with trailing spaces ignored (it would be another step's), PostgreSQL stores no NUL, and an unpaired surrogate is stored as U+FFFD`,
