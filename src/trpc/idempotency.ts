@@ -194,6 +194,8 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
   type Result = Awaited<ReturnType<IdempotencyMiddleware<Ctx, Tx, TxName>>>;
   const contextOf = (tx: Tx, idempotency: IdempotencyContext<Tx> | null) =>
     ({ [txName]: tx, idempotency }) as IdempotencyContextOverrides<Tx, TxName>;
+  /** What the key's two sources are called in the error when they disagree. */
+  const keyNames = { header, input: `${inputField} input` };
   /** Errors of a misplaced middleware: never stored for replay, whatever `replayErrors` says. */
   const misplaced = new WeakSet<object>();
   const { replayErrors } = core;
@@ -222,6 +224,7 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
       const { key, input, fingerprinted, keySource, headersSeen, firstAttempt } = await readKey(opts, ctx, {
         header,
         inputField,
+        keyNames,
         getHeaders: enclosing === undefined ? getHeaders : () => undefined,
         fingerprintInput,
         keyPolicy: core.keyPolicy,
@@ -411,6 +414,8 @@ async function readKey<Ctx>(
   options: Pick<IdempotencyOptions<Ctx, unknown>, 'keyPolicy'> & {
     header: string;
     inputField: string;
+    /** What the key's two sources are called in the error when they disagree. */
+    keyNames: { header: string; input: string };
     fingerprintInput: 'validated' | 'raw';
     getHeaders: (ctx: Ctx) => HeadersLike | undefined;
   },
@@ -425,10 +430,9 @@ async function readKey<Ctx>(
   /** The client's `Idempotency-Attempt: 1`: it has not sent this key before. */
   firstAttempt: boolean;
 }> {
-  const { header, inputField, keyPolicy } = options;
+  const { header, inputField, keyNames, keyPolicy } = options;
   const { headers, overSocket } = callHeaders(options.getHeaders(ctx));
   const headerKey = parseKeyHeader(headerOf(headers, header), keyPolicy, header);
-  const names = { header, input: `${inputField} input` };
   refuseHeaderKeyOnBatch(
     headerKey,
     callsInRequest(ctx, call.batchIndex) > 1,
@@ -443,7 +447,7 @@ async function readKey<Ctx>(
   const input = raw ? await call.getRawInput() : call.input;
   if (isRecord(input) && Object.hasOwn(input, inputField)) {
     const { [inputField]: inputKey, ...rest } = input;
-    const key = resolveKey(headerKey, inputKey, keyPolicy, names);
+    const key = resolveKey(headerKey, inputKey, keyPolicy, keyNames);
     return { key, input, fingerprinted: rest, keySource, headersSeen, firstAttempt };
   }
   // A schema that does not declare the field strips it, and a procedure without `.input()` has
@@ -451,7 +455,7 @@ async function readKey<Ctx>(
   const sent = raw ? input : await call.getRawInput();
   const sentKey = isRecord(sent) && Object.hasOwn(sent, inputField) ? sent[inputField] : undefined;
   return {
-    key: resolveKey(headerKey, sentKey, keyPolicy, names),
+    key: resolveKey(headerKey, sentKey, keyPolicy, keyNames),
     input,
     fingerprinted: input,
     keySource,
