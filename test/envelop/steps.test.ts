@@ -76,18 +76,13 @@ describe('context.idempotency.step in a GraphQL resolver', () => {
 });
 
 describe('context.idempotency.step called wrongly', () => {
-  it('is never kept for an operation’s header key, whatever replayErrors says', async () => {
-    let fixed = false;
-    type Context = { idempotency: IdempotencyResolverContext };
+  type Context = { idempotency: IdempotencyResolverContext };
+  /** A Yoga server whose `pay` is `pay`, keeping every error `replayErrors` is asked about. */
+  function payServer(pay: (context: Context) => Promise<number>) {
     const schema = createSchema<Context>({
-      typeDefs: 'type Query { ping: Boolean } type Mutation { pay(amount: Int!): Int! }',
-      resolvers: {
-        Mutation: {
-          // The code's mistake, until fixed: a step in transactional mode.
-          pay: async (_: unknown, __: unknown, context: Context) =>
-            fixed ? 1 : context.idempotency.step('charge', () => 1),
-        },
-      },
+      typeDefs:
+        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
+      resolvers: { Mutation: { pay: (_: unknown, __: unknown, context: Context) => pay(context) } },
     });
     const store = memoryStore();
     const yoga = createYoga({
@@ -96,54 +91,40 @@ describe('context.idempotency.step called wrongly', () => {
       maskedErrors: false,
       plugins: [useIdempotency({ store, scope: () => 'alice', replayErrors: () => true })],
     });
-    const pay = async () =>
+    const send = async (query: string, headers: Record<string, string> = {}) =>
       (await (
         await yoga.fetch('http://yoga/graphql', {
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'Idempotency-Key': 'k-1' },
-          body: JSON.stringify({ query: 'mutation { pay(amount: 1) }' }),
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ query }),
         })
       ).json()) as { data?: unknown; errors?: { message: string }[] };
+    return { store, send };
+  }
+
+  it('is never kept for an operation’s header key, whatever replayErrors says', async () => {
+    let fixed = false;
+    // The code's mistake, until fixed: a step in transactional mode.
+    const { store, send } = payServer(async (context) =>
+      fixed ? 1 : context.idempotency.step('charge', () => 1),
+    );
+    const pay = () => send('mutation { pay(amount: 1) }', { 'Idempotency-Key': 'k-1' });
     expect((await pay()).errors?.[0]?.message).toMatch(/needs lease mode/);
     expect(await store.find('alice', 'k-1')).toBeNull();
     fixed = true;
     expect((await pay()).data).toEqual({ pay: 1 });
   });
-});
 
-describe('context.idempotency.step called wrongly, its error wrapped in a GraphQLError', () => {
-  it('is never kept for a field key, whatever replayErrors says', async () => {
-    type Context = { idempotency: IdempotencyResolverContext };
-    const schema = createSchema<Context>({
-      typeDefs:
-        'type Query { ping: Boolean } type Mutation { pay(amount: Int!, idempotencyKey: String): Int! }',
-      resolvers: {
-        Mutation: {
-          pay: async (_: unknown, __: unknown, context: Context) => {
-            try {
-              return await context.idempotency.step('charge', () => 1);
-            } catch (originalError) {
-              throw new GraphQLError('payment failed', { originalError: originalError as Error });
-            }
-          },
-        },
-      },
+  it('is never kept for a field key when the resolver wraps it in a GraphQLError', async () => {
+    const { store, send } = payServer(async (context) => {
+      try {
+        return await context.idempotency.step('charge', () => 1);
+      } catch (originalError) {
+        throw new GraphQLError('payment failed', { originalError: originalError as Error });
+      }
     });
-    const store = memoryStore();
-    const yoga = createYoga({
-      schema,
-      logging: false,
-      maskedErrors: false,
-      plugins: [useIdempotency({ store, scope: () => 'alice', replayErrors: () => true })],
-    });
-    const response = await yoga.fetch('http://yoga/graphql', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query: 'mutation { pay(amount: 1, idempotencyKey: "k-1") }' }),
-    });
-    expect(((await response.json()) as { errors?: { message: string }[] }).errors?.[0]?.message).toBe(
-      'payment failed',
-    );
+    const answer = await send('mutation { pay(amount: 1, idempotencyKey: "k-1") }');
+    expect(answer.errors?.[0]?.message).toBe('payment failed');
     expect(await store.find('alice', 'k-1')).toBeNull();
   });
 });
