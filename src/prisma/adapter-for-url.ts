@@ -171,15 +171,17 @@ async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Pro
 }
 
 /**
- * A pipelining connection whose `BEGIN` shares its round trip with the transaction's first statement
- * (`lazyBegin`), where `pg` can pipeline (8.23 and later). `pg` comes with `@prisma/adapter-pg`; where
+ * The pool's connections (`lazyBegin`): listening for their errors from the start, and, where `pg`
+ * can pipeline (8.23 and later), sending each `BEGIN` in the round trip of the transaction's first
+ * statement. `pg` comes with `@prisma/adapter-pg`; where
  * it cannot be imported from here (a strict package layout), connections are `pg`'s own.
  */
 async function pipelinedClient(): Promise<{ pipeline?: true; Client?: PgClientClass }> {
   const pg = await import('pg').catch(() => undefined);
   const Client = (pg?.default ?? pg)?.Client as PgClientClass | undefined;
-  if (!Client || !('pipeline' in new Client())) return {};
-  return { pipeline: true, Client: lazyBegin(Client) };
+  if (!Client) return {};
+  // On a `pg` that cannot pipeline, `lazyBegin` only listens for the connections' errors.
+  return { ...('pipeline' in new Client() ? { pipeline: true as const } : {}), Client: lazyBegin(Client) };
 }
 
 /** The URL's `connect_timeout` parameter (libpq's: seconds, 0 for no limit) in milliseconds, if any. */

@@ -50,7 +50,11 @@ function committed(result: unknown): unknown {
  * transaction, where every statement queued behind it fails too. Its failure is then the next
  * statement's. The statements a connection is given in one tick of the event loop also go out in
  * one socket write. Without `pipeline: true` (or on an older `pg`) the client is `pg.Client`
- * unchanged.
+ * unchanged, but for one thing, on every `pg`: it listens for its connection's `'error'` from the
+ * start. The pool takes its own listener off a connection as it hands it out, and `PrismaPg` adds one
+ * only once it has it: a connection the server ended in between (both read in one chunk) emitted an
+ * `'error'` nobody heard, which Node throws, ending the process. `pg` marks such a connection broken
+ * all the same: its next query fails, and the pool drops it when it comes back.
  */
 export function lazyBegin<C extends PgClientClass>(Client: C): C {
   return class LazyBeginClient extends Client {
@@ -58,6 +62,12 @@ export function lazyBegin<C extends PgClientClass>(Client: C): C {
     #begin: Promise<unknown> | undefined;
     /** Whether this tick's writes are being held back. */
     #corked = false;
+
+    // biome-ignore lint/suspicious/noExplicitAny: a mixin's constructor must take `...args: any[]`.
+    constructor(...args: any[]) {
+      super(...args);
+      (this as { on?: (event: 'error', listener: () => void) => unknown }).on?.('error', reportedByNextQuery);
+    }
 
     override query(...args: unknown[]): unknown {
       const [config] = args;
@@ -108,3 +118,6 @@ export function lazyBegin<C extends PgClientClass>(Client: C): C {
     }
   };
 }
+
+/** A broken connection's `'error'`: `pg` refuses its next query, which reports it. */
+function reportedByNextQuery(): void {}

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PrismaClient } from '../../generated/postgresql/client.js';
 import { runIdempotent } from '../../src/index.js';
-import { directStatements, lazyBegin, prismaStore } from '../../src/prisma/index.js';
+import { adapterForUrl, directStatements, lazyBegin, prismaStore } from '../../src/prisma/index.js';
 import { uniqueScope } from '../helpers/databases.js';
 
 /** A stand-in for `pg.Client` whose answers the test settles by hand. */
@@ -222,4 +222,60 @@ async function socketWrites(run: () => Promise<unknown>): Promise<number> {
     await expect(prisma.$transaction(async () => 'nothing')).resolves.toBe('nothing');
     await expect(prisma.$queryRawUnsafe<{ one: number }[]>('SELECT 1 AS one')).resolves.toEqual([{ one: 1 }]);
   });
+});
+
+(url ? describe : describe.skip)("lazyBegin's connections on PostgreSQL", () => {
+  /** A connection as the pool hands it out. */
+  interface Connection {
+    query(text: string): Promise<{ rows: { pid: number }[] }>;
+    once(event: 'end', listener: () => void): unknown;
+    release(error?: boolean): void;
+  }
+  const pools: [string, () => Promise<{ connect(): Promise<Connection>; end(): Promise<void> }>][] = [
+    [
+      "the README's pool",
+      async () =>
+        new pg.Pool({ connectionString: url, pipeline: true, Client: lazyBegin(pg.Client) } as never),
+    ],
+    [
+      "adapterForUrl's pool",
+      async () => {
+        const adapter = (await (await adapterForUrl(url!)).connect()) as {
+          underlyingDriver(): { connect(): Promise<Connection> };
+          dispose(): Promise<void>;
+        };
+        return { connect: () => adapter.underlyingDriver().connect(), end: () => adapter.dispose() };
+      },
+    ],
+  ];
+
+  it.each(pools)(
+    '%s survives a connection that breaks while checked out and idle, and its next query reports it',
+    async (_, open) => {
+      // The window between the pool handing a connection out and its user listening for its errors: a
+      // connection the server ended then emitted an 'error' nobody heard, which ended the process.
+      const pool = await open();
+      const uncaught: unknown[] = [];
+      const onUncaught = (error: unknown) => uncaught.push(error);
+      process.on('uncaughtException', onUncaught);
+      try {
+        const connection = await pool.connect();
+        const [{ pid } = { pid: 0 }] = (await connection.query('SELECT pg_backend_pid() AS pid')).rows;
+        const ended = new Promise((resolve) => connection.once('end', () => resolve(undefined)));
+        const killer = await pool.connect();
+        await killer.query(`SELECT pg_terminate_backend(${pid})`);
+        killer.release();
+        await ended;
+        expect(uncaught).toEqual([]);
+        await expect(connection.query('SELECT 1')).rejects.toThrow(/not queryable/);
+        connection.release(true);
+        const next = await pool.connect();
+        expect((await next.query('SELECT 1 AS pid')).rows).toEqual([{ pid: 1 }]);
+        next.release();
+      } finally {
+        process.off('uncaughtException', onUncaught);
+        await pool.end();
+      }
+    },
+  );
 });
