@@ -59,6 +59,12 @@ export function callsInRequest(ctx: unknown, batchIndex: number): number {
   return batchIndex + 1;
 }
 
+/** The procedure a call runs inside, and whether the request URL, not `ctx.info`, said so. */
+export interface EnclosingCall {
+  path: string;
+  fromUrl: boolean;
+}
+
 /**
  * The procedure the HTTP request itself calls at `batchIndex`, when it is not `path`: `path` is
  * then called inside it (a server-side caller made from its context), and the request's headers
@@ -66,18 +72,37 @@ export function callsInRequest(ctx: unknown, batchIndex: number): number {
  * from the request URL, whose path ends with the called procedure's (comma-separated in a batch);
  * `undefined` when the call is the request's own, or the context does not show it.
  */
-export function enclosingCallOf(ctx: unknown, path: string, batchIndex: number): string | undefined {
+export function enclosingCallOf(ctx: unknown, path: string, batchIndex: number): EnclosingCall | undefined {
   const { info, req } = fieldsOf(ctx);
-  let called: unknown;
-  if (Array.isArray(info?.calls)) called = (info.calls[batchIndex] as { path?: unknown } | undefined)?.path;
-  else if (typeof req?.url === 'string') {
-    try {
-      const pieces = decodeURIComponent(new URL(req.url, 'http://localhost').pathname).split(',');
-      const piece = pieces[pieces.length > 1 ? batchIndex : 0];
-      called = piece?.slice(piece.lastIndexOf('/') + 1);
-    } catch {
-      // Not a URL we can read: the call is taken to be the request's own.
-    }
+  if (Array.isArray(info?.calls)) {
+    const called = (info.calls[batchIndex] as { path?: unknown } | undefined)?.path;
+    return typeof called === 'string' && called !== '' && !namesPath(called, path)
+      ? { path: called, fromUrl: false }
+      : undefined;
   }
-  return typeof called === 'string' && called !== '' && called !== path ? called : undefined;
+  if (typeof req?.url !== 'string') return undefined;
+  let called: string | undefined;
+  try {
+    const pieces = decodeURIComponent(new URL(req.url, 'http://localhost').pathname).split(',');
+    const piece = pieces[pieces.length > 1 ? batchIndex : 0];
+    called = piece?.slice(piece.lastIndexOf('/') + 1);
+  } catch {
+    // Not a URL we can read: the call is taken to be the request's own.
+  }
+  return called && !namesPath(called, path) ? { path: called, fromUrl: true } : undefined;
+}
+
+/**
+ * Whether `called` names the procedure at `path`: the same, or its segments joined by another
+ * separator, as a URL spells them under tRPC's `pathSeparator` (`billing~pay` for `billing.pay`).
+ */
+function namesPath(called: string, path: string): boolean {
+  if (called === path) return true;
+  const segments = path.split('.');
+  const separators = segments.length - 1;
+  if (separators === 0) return false;
+  const width = (called.length - (path.length - separators)) / separators;
+  if (!Number.isInteger(width) || width < 1) return false;
+  const first = segments[0]!.length;
+  return segments.join(called.slice(first, first + width)) === called;
 }

@@ -10,7 +10,13 @@ import { raisedBySteps, type Step, stepsNeedLeaseMode } from '../core/steps.js';
 import { modeOf, runUnrecorded } from '../core/unrecorded.js';
 import { withMembers } from '../core/with-members.js';
 import { isInputRefusal, toTRPCError, trpcErrorCodec } from './errors.js';
-import { callsInRequest, enclosingCallOf, requestHeadersOf, setResponseHeader } from './http-context.js';
+import {
+  callsInRequest,
+  type EnclosingCall,
+  enclosingCallOf,
+  requestHeadersOf,
+  setResponseHeader,
+} from './http-context.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<Tx = unknown> {
@@ -232,14 +238,19 @@ export function idempotency<Ctx, Tx, TxName extends string = 'tx'>(
 
       const mode = modeOf(core.store, policy?.mode, core.mode);
       if (key === undefined) {
-        if (policy?.required ?? required) {
+        const keyRequired = policy?.required ?? required;
+        // Only the URL said the call runs inside another, and the request has a key header: it may
+        // be this call's own (a caller made in a REST route from its request), so it is not dropped.
+        const headerUnread =
+          enclosing?.fromUrl === true && headerOf(callHeaders(getHeaders(ctx)).headers, header) !== undefined;
+        if (keyRequired || headerUnread) {
           throw missingKeyError(
             path,
             header,
             inputField,
             // A string, a number or an array has no field to carry a key in.
             input === undefined || isRecord(input),
-            enclosing === undefined ? headersSeen : { enclosing },
+            enclosing === undefined ? headersSeen : { ...enclosing, keyRequired },
           );
         }
         return await runUnrecorded(core.store, mode, async (tx) => {
@@ -342,14 +353,19 @@ function missingKeyError(
   inputField: string,
   /** Whether the input could carry the key (an object, or none): not a string, a number or an array. */
   inputCarries: boolean,
-  headersSeen: HeadersSeen | { enclosing: string },
+  headersSeen: HeadersSeen | (EnclosingCall & { keyRequired: boolean }),
 ): IdempotencyKeyMissingError {
   const field = inputCarries ? `the "${inputField}" input field` : undefined;
   /** For an input that cannot carry a key. */
   const objectInput = `give "${path}" an object input, whose "${inputField}" field can carry it`;
+  if (typeof headersSeen === 'object' && !headersSeen.fromUrl) {
+    return new IdempotencyKeyMissingError(
+      `"${path}" requires an idempotency key: it runs inside "${headersSeen.path}" (a server-side caller made from its context), whose ${header} header is that call's, not this one's, so ${field ? `pass the key in ${field}` : objectInput}`,
+    );
+  }
   if (typeof headersSeen === 'object') {
     return new IdempotencyKeyMissingError(
-      `"${path}" requires an idempotency key: it runs inside "${headersSeen.enclosing}" (a server-side caller made from its context), whose ${header} header is that call's, not this one's, so ${field ? `pass the key in ${field}` : objectInput}`,
+      `"${path}" ${headersSeen.keyRequired ? 'requires an idempotency key' : `cannot tell whether the ${header} header is its key`}: the request URL (ctx.req.url; createContext passed no info on) calls "${headersSeen.path}", so this looks like a server-side caller made from that call's context, whose ${header} header is that call's, not this one's. ${field ? `Pass the key in ${field}` : objectInput[0]!.toUpperCase() + objectInput.slice(1)}; or, if this call is the request's own, pass createContext's info on (createContext: ({ req, res, info }) => ({ req, res, info, … })), or give a caller made outside a tRPC request (a REST route) the request's headers without its URL ({ headers: req.headers })`,
     );
   }
   if (headersSeen === 'seen') {

@@ -124,12 +124,10 @@ describe('idempotency() on a call made inside another (a server-side caller made
 
     // Two invoices of 10: under the request's key the second was answered with the first's charge.
     const unkeyed = await client.payInvoices.mutate({ invoices: [{ amount: 10 }, { amount: 10 }] });
-    expect(unkeyed).toEqual([
-      expect.stringMatching(
-        /^"pay" requires an idempotency key: it runs inside "payInvoices" \(a server-side/,
-      ),
-      expect.stringMatching(/^"pay" requires an idempotency key: it runs inside "payInvoices"/),
-    ]);
+    const refusal = withInfo
+      ? /^"pay" requires an idempotency key: it runs inside "payInvoices" \(a server-side/
+      : /^"pay" requires an idempotency key: the request URL \(ctx.req.url; createContext passed no info on\) calls "payInvoices", so this looks like a server-side caller/;
+    expect(unkeyed).toEqual([expect.stringMatching(refusal), expect.stringMatching(refusal)]);
     expect(charges).toEqual([]);
 
     const invoices = [
@@ -143,4 +141,79 @@ describe('idempotency() on a call made inside another (a server-side caller made
     expect(charges).toEqual([10, 10]);
     expect(replayedHeaders).toEqual([null, null, null]);
   });
+});
+
+describe('idempotency() when only the request URL shows which procedure the request calls', () => {
+  it.each([
+    ['required', true],
+    ['optional', false],
+  ])(
+    "reads a nested router's path under tRPC's pathSeparator as the request's own call (key %s)",
+    async (_, required) => {
+      const separated = initTRPC.context<{ user: string }>().create({ pathSeparator: '~' });
+      let runs = 0;
+      const router = separated.router({
+        billing: separated.router({
+          pay: separated.procedure
+            .input(z.object({ amount: z.number() }))
+            .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user, required }))
+            .mutation(() => ++runs),
+        }),
+      });
+      // No info passed on: the URL, /billing~pay, names the call.
+      const server = createHTTPServer({
+        router,
+        createContext: ({ req, res }) => ({ req, res, user: 'alice' }),
+      });
+      const { url, close } = await listen(server);
+      closers.push(close);
+      const client = createTRPCClient<typeof router>({
+        links: [httpLink({ url, pathSeparator: '~', headers: { 'Idempotency-Key': 'k-1' } })],
+      });
+      expect(await client.billing.pay.mutate({ amount: 1 })).toBe(1);
+      expect(await client.billing.pay.mutate({ amount: 1 })).toBe(1);
+      expect(runs).toBe(1);
+    },
+  );
+
+  /** A caller made in a REST route from its request: `caller({ req }).pay(req.body)` on POST /api/payments. */
+  function restRoute(required: boolean) {
+    let runs = 0;
+    const router = t.router({
+      pay: t.procedure
+        .input(z.object({ amount: z.number() }))
+        .use(idempotency({ store: memoryStore(), scope: ({ ctx }) => ctx.user, required }))
+        .mutation(() => ++runs),
+    });
+    const headers = { 'idempotency-key': 'k-rest' };
+    const call = (context: object) =>
+      t
+        .createCallerFactory(router)({ user: 'alice', ...context })
+        .pay({ amount: 1 })
+        .then(
+          (result) => result,
+          (error: Error) => error.message,
+        );
+    return { call, headers, runs: () => runs };
+  }
+
+  it.each([
+    ['required', true],
+    ['optional', false],
+  ])(
+    'refuses a key header it cannot tell is the call’s own, and runs nothing (key %s)',
+    async (_, required) => {
+      const { call, headers, runs } = restRoute(required);
+      const req = { headers, url: '/api/payments' };
+      const answers = [await call({ req }), await call({ req })];
+      const refusal = new RegExp(
+        `^"pay" ${required ? 'requires an idempotency key' : 'cannot tell whether the Idempotency-Key header is its key'}: the request URL \\(ctx.req.url; createContext passed no info on\\) calls "payments".*or give a caller made outside a tRPC request \\(a REST route\\) the request's headers without its URL \\(\\{ headers: req.headers \\}\\)$`,
+      );
+      expect(answers).toEqual([expect.stringMatching(refusal), expect.stringMatching(refusal)]);
+      expect(runs()).toBe(0);
+      // As the message says: the headers without the URL.
+      expect([await call({ headers }), await call({ headers })]).toEqual([1, 1]);
+      expect(runs()).toBe(1);
+    },
+  );
 });
