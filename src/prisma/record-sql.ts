@@ -15,6 +15,14 @@ export interface RecordStatements {
   createdAt(scope: string, key: string): Sql;
   /** The completion's `completed_at` and `expires_at`. */
   completedTimes(scope: string, key: string): Sql;
+  /**
+   * Where updates cannot return (MySQL/MariaDB): a lease completion's times, read once its `UPDATE`
+   * stored the result. By then the record may have expired and been swept, or taken over by a
+   * retry; the result was stored all the same, and the times given are then those of a record
+   * that has just expired (`expires_at` now, `completed_at` `ttlMs` before it), the latest it
+   * can have had.
+   */
+  leaseCompletedTimes(owner: LeaseOwner & { ttlMs: number }): Sql;
   /** Inserts an `IN_PROGRESS` record unless the key exists; returns its `created_at` when it did. */
   claim(claim: ClaimRequest): Sql;
   /** Replaces the record (no longer live, locked by `findLocked`) with a new claim. */
@@ -91,6 +99,8 @@ export function recordStatements(provider: Provider, tableName = 'idempotency_re
     findLocked: (scope, key) => sql`${find(scope, key)}${lock}`,
     createdAt: (scope, key) => sql`SELECT created_at FROM ${table} ${where(scope, key)}`,
     completedTimes: (scope, key) => sql`SELECT completed_at, expires_at FROM ${table} ${where(scope, key)}`,
+    leaseCompletedTimes: ({ scope, key, ownerToken, ttlMs }) =>
+      sql`SELECT completed_at, expires_at FROM (SELECT completed_at, expires_at, 1 AS ours FROM ${table} ${where(scope, key)} AND owner_token = ${ownerToken} AND status = 'COMPLETED' UNION ALL SELECT ${inMs(-ttlMs)}, ${now}, 0) AS times ORDER BY ours DESC LIMIT 1`,
     claim: (c) =>
       insertIfAbsent(
         claimColumns,

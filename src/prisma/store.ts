@@ -136,8 +136,8 @@ export function prismaStore<Client extends PrismaClientLike>(
     const row = await written(client, query, () => statements.createdAt(scope, key));
     return row ? toDate(row.created_at) : null;
   };
-  const completedTimes = async (client: PrismaQueryable, query: Sql, scope: string, key: string) => {
-    const row = await written(client, query, () => statements.completedTimes(scope, key));
+  const completedTimes = async (client: PrismaQueryable, query: Sql, readBack: () => Sql) => {
+    const row = await written(client, query, readBack);
     return row ? { completedAt: toDate(row.completed_at)!, expiresAt: toDate(row.expires_at)! } : null;
   };
 
@@ -311,7 +311,9 @@ export function prismaStore<Client extends PrismaClientLike>(
       extend: (owner, leaseMs) => changed(statements.leaseExtend(owner, leaseMs)),
       complete: (completion) =>
         committed((client) =>
-          completedTimes(client, statements.leaseComplete(completion), completion.scope, completion.key),
+          completedTimes(client, statements.leaseComplete(completion), () =>
+            statements.leaseCompletedTimes(completion),
+          ),
         ),
       release: (owner) => changed(statements.leaseRelease(owner)),
     };
@@ -399,7 +401,9 @@ export function prismaStore<Client extends PrismaClientLike>(
       complete(completion) {
         const { scope, key } = completion;
         // Failing rolls the resolver's writes back with the claim: never an effect without its record.
-        const completed = completedTimes(own, statements.complete(completion), scope, key).then(
+        const completed = completedTimes(own, statements.complete(completion), () =>
+          statements.completedTimes(scope, key),
+        ).then(
           (times) => times ?? Promise.reject(claimNotFound()),
           (error: unknown) => {
             const code = databaseCodeIn(error);
