@@ -242,9 +242,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store<undefined> 
       },
       async keep(owner) {
         await whileOwned(owner, (record) => {
-          const now = clock();
+          // Live at the takeover (the record's `createdAt`), however long ago that was.
+          const takenOverAt = record.createdAt.getTime();
           for (const step of steps.get(idOf(owner.scope, owner.key)) ?? []) {
-            if (step.expiresAt.getTime() > now) step.expiresAt = new Date(record.expiresAt);
+            if (step.expiresAt.getTime() > takenOverAt) step.expiresAt = new Date(record.expiresAt);
           }
         });
       },

@@ -218,9 +218,10 @@ export interface StepOperations<Tx> {
   /** Deletes the key's steps (left by an earlier call of the key), only for the lease's owner. */
   clear(owner: LeaseOwner): Promise<void>;
   /**
-   * Makes the key's steps that are still live expire when the record does, only for the lease's
-   * owner: a call that took the key over resumes them, and its record now expires later, so they
-   * must not expire first (a later takeover would find them gone and run them again).
+   * Makes the key's steps that were live when the owner took the record over (by the record's
+   * `createdAt`, however long ago) expire when the record does, only for the lease's owner: a call
+   * that took the key over resumes them, and its record now expires later, so they must not expire
+   * first (a later takeover would find them gone and run them again).
    * @default none: a store whose steps never expire before their record needs none
    */
   keep?(owner: LeaseOwner): Promise<void>;

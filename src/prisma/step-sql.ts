@@ -32,7 +32,10 @@ export interface StepStatements {
   saveInTransaction(step: StepWrite): Sql;
   /** Deletes the key's steps, only while the owner holds the record. */
   clear(owner: LeaseOwner): Sql;
-  /** Makes the key's live steps expire when their record does, only while the owner holds it. */
+  /**
+   * Makes the key's steps that were live when the owner took the record over expire when the
+   * record does, only while the owner holds it.
+   */
   keep(owner: LeaseOwner): Sql;
 }
 
@@ -59,6 +62,9 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
   // it reads only from REPEATABLE READ up) and PostgreSQL's DELETE … EXISTS read the old owner's
   // token and let a stale owner write. SQLite has one writer.
   const lock = raw(postgres ? ' FOR SHARE' : mysql ? ' LOCK IN SHARE MODE' : '');
+  // SQLite's stored times compare only as epoch milliseconds: both sides counted from the
+  // statement's one now.
+  const comparable = (column: string) => raw(provider === 'sqlite' ? clock.msUntil(column) : column);
   const save = (s: StepWrite, guard: Sql) =>
     sql`INSERT INTO ${steps} (scope, idempotency_key, name, ordinal, fingerprint, result, result_is_error, created_at, expires_at) SELECT scope, idempotency_key, ${s.name}, ${integer(s.position)}, ${s.fingerprint}, ${s.result}, ${bool(s.resultIsError)}, ${now}, expires_at FROM ${records} WHERE ${owned(s)}${guard}${lock}`;
 
@@ -69,8 +75,11 @@ export function stepStatements(provider: Provider, tables: StepTables = {}): Ste
     saveInTransaction: (s) => save(s, raw(mysql ? ' AND @@in_transaction = 1' : '')),
     clear: (owner) =>
       sql`DELETE FROM ${steps} WHERE ${where(owner.scope, owner.key)} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
+    // A step is kept when it had not expired at the takeover (the record's `created_at`, which
+    // the takeover wrote by the database's clock), not at this statement: the old expiry may pass
+    // while the call stalls between the two, and the step would be run again.
     keep: (owner) =>
-      sql`UPDATE ${steps} SET expires_at = (SELECT expires_at FROM ${records} WHERE ${owned(owner)}) WHERE ${where(owner.scope, owner.key)} AND ${raw(clock.ahead('expires_at'))} AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
+      sql`UPDATE ${steps} SET expires_at = (SELECT expires_at FROM ${records} WHERE ${owned(owner)}) WHERE ${where(owner.scope, owner.key)} AND ${comparable('expires_at')} > (SELECT ${comparable('created_at')} FROM ${records} WHERE ${owned(owner)}) AND EXISTS (SELECT 1 FROM ${records} WHERE ${owned(owner)}${lock})`,
   };
 }
 

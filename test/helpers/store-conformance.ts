@@ -695,6 +695,27 @@ export function runStoreConformance(
         expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
       });
 
+      it('keeps the steps live at a takeover, though they expire before it keeps them (a stall in between)', async () => {
+        const scope = uniqueScope();
+        const { options, types } = call(scope, 'lease', { leaseMs: 5_000, ttlMs: 60_000 });
+        const { runs, resolver } = checkout();
+        await expect(runIdempotent(options, resolver('charge'))).rejects.toThrow('crash after charge');
+        await target().travel(scope, 58_000); // the record and its steps expire 2 s from now
+        // The takeover comes before that; keeping its steps (a statement of its own) after it.
+        const steps = options.store.steps!;
+        const stalling = Object.assign(Object.create(options.store) as Store<unknown>, {
+          steps: Object.assign(Object.create(steps) as typeof steps, {
+            keep: async (owner: LeaseOwner) => {
+              await target().travel(scope, 5_000);
+              await steps.keep?.(owner);
+            },
+          }),
+        });
+        await runIdempotent({ ...options, store: stalling }, resolver());
+        expect(runs).toEqual({ reserve: 1, charge: 1, ship: 1 });
+        expect(types()).toEqual(['claimed', 'released', 'expired_takeover', 'completed']);
+      });
+
       it('resumes a call whose lease ran out (its process died) on another server', async () => {
         const scope = uniqueScope();
         const { options } = call(scope, 'lease', { leaseMs: 5_000 });
