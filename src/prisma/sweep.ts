@@ -156,7 +156,7 @@ export interface SweeperOptions
   extends Pick<SweepOptions, 'batchSize' | 'maxBatches' | 'provider' | 'table'> {
   /** Time from the end of one sweep to the start of the next; the first runs after one interval. @default 60_000 */
   intervalMs?: number | undefined;
-  /** Called with the count each sweep deleted. */
+  /** Called with the count each sweep deleted; by one that failed, before `onError`, when it deleted some. */
   onSweep?: ((deleted: number) => void) | undefined;
   /** Called when a sweep fails (the sweeper carries on at the next interval). @default ignore */
   onError?: ((error: unknown) => void) | undefined;
@@ -187,10 +187,21 @@ export function startSweeper(prisma: PrismaQueryable, options: SweeperOptions = 
   const schedule = () => {
     if (stopping.signal.aborted) return;
     timer = setTimeout(() => {
-      running = sweepExpired(prisma, { ...sweepOptions, signal: stopping.signal })
+      let deleted = 0;
+      const onBatch = (progress: SweepProgress) => {
+        deleted = progress.deleted;
+      };
+      running = sweepExpired(prisma, { ...sweepOptions, signal: stopping.signal, onBatch })
         .then(
-          (deleted) => onSweep?.(deleted),
-          (error: unknown) => onError?.(error),
+          (total) => onSweep?.(total),
+          (error: unknown) => {
+            // What a sweep deleted before it failed stays deleted: counted, then the failure.
+            try {
+              if (deleted > 0) onSweep?.(deleted);
+            } finally {
+              onError?.(error);
+            }
+          },
         )
         .catch(() => undefined) // a throwing callback must not stop the sweeper
         .finally(schedule);

@@ -231,6 +231,47 @@ describeEachDatabase('sweepExpired', (shared) => {
     expect(sweeps.length).toBe(after);
   });
 
+  it('startSweeper counts what a sweep deleted before it failed, then reports the failure', async () => {
+    const scope = uniqueScope('sweeper-fails');
+    await insertRecords(
+      prisma,
+      db.provider,
+      Array.from({ length: 3 }, (_, i) => ({ scope, key: `old-${i}`, expiresAt: hourAgo() })),
+    );
+    // The records' batches go through; the steps' DELETE fails (a lock timeout, a connection reset).
+    const failingSteps = <C extends object>(client: C): C =>
+      new Proxy(client, {
+        get(target, name) {
+          const value = Reflect.get(target, name) as unknown;
+          if (typeof value !== 'function') return value;
+          if (name === '$transaction') {
+            return (run: (tx: object) => unknown, ...rest: unknown[]) =>
+              value.call(target, (tx: object) => run(failingSteps(tx)), ...rest);
+          }
+          if (name !== '$executeRawUnsafe' && name !== '$queryRawUnsafe') return value.bind(target);
+          return (text: string, ...values: unknown[]) =>
+            /DELETE\s+FROM\s+\S*idempotency_steps/i.test(text)
+              ? Promise.reject(new Error('connection reset'))
+              : value.call(target, text, ...values);
+        },
+      });
+    const heard: string[] = [];
+    let failed!: () => void;
+    const firstFailure = new Promise<void>((resolve) => (failed = resolve));
+    const sweeper = startSweeper(failingSteps(prisma), {
+      intervalMs: 1,
+      onSweep: (deleted) => heard.push(`swept ${deleted}`),
+      onError: (error) => {
+        heard.push(`failed: ${(error as Error).message}`);
+        failed();
+      },
+    });
+    await firstFailure;
+    await sweeper.stop();
+    expect(heard.slice(0, 2)).toEqual(['swept 3', 'failed: connection reset']);
+    expect(await countRecords(prisma, db.provider, scope)).toBe(0);
+  });
+
   it('counts and sweeps only what is committed while another request’s transaction is open', async () => {
     // Through Prisma's SQLite adapter (one connection) these statements used to run inside that
     // transaction: a running claim was reported stuck, and a sweep's deletions rolled back with it.
