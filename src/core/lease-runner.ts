@@ -233,8 +233,10 @@ async function complete<T, Tx>(
       await pause(delay);
     }
   }
-  tracking?.finish('store');
-  throw await leaseLostAnswer(call, owner, 'The mutation');
+  // Nothing was written: the store phase failed, with the answer the call gives.
+  const lost = await leaseLostAnswer(call, owner, 'The mutation');
+  tracking?.finish('store', lost);
+  throw lost;
 }
 
 /**

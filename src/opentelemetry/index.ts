@@ -305,7 +305,8 @@ function messageOf(error: unknown): string {
  */
 function recordError(span: Span, error: unknown): void {
   if (isIdempotencyError(error)) {
-    span.recordException({ name: error.name, message: error.code, code: error.code });
+    // No `code` member: the SDK would make it `exception.type`, and the name would be lost.
+    span.recordException({ name: error.name, message: error.code });
     span.setStatus({ code: SpanStatusCode.ERROR, message: error.code });
     return;
   }

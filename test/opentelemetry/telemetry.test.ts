@@ -3,6 +3,7 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { describe, expect, it, vi } from 'vitest';
 import { memoryStore, type ResolverClaim, runIdempotent, type Store } from '../../src/index.js';
 import {
+  ATTR_ERROR_TYPE,
   ATTR_KEY_HASH,
   ATTR_MODE,
   ATTR_OPERATION,
@@ -132,7 +133,11 @@ describe('idempotencyTelemetry on the memory store', () => {
       'error.type': 'IDEMPOTENCY_KEY_MISMATCH',
     });
     expect(mismatch.status.code).toBe(SpanStatusCode.ERROR);
-    expect(mismatch.events.some((e) => e.name === 'exception')).toBe(true);
+    // Recorded by its name and code only (its message names the key).
+    expect(mismatch.events.find((e) => e.name === 'exception')?.attributes).toEqual({
+      'exception.type': 'IdempotencyKeyMismatchError',
+      'exception.message': 'IDEMPOTENCY_KEY_MISMATCH',
+    });
     const counted = await points(METRIC_CALLS);
     expect(counted.find((p) => p.attributes[ATTR_OUTCOME] === 'mismatch')?.attributes).toMatchObject({
       'error.type': 'IDEMPOTENCY_KEY_MISMATCH',
@@ -171,6 +176,10 @@ describe('idempotencyTelemetry on the memory store', () => {
       ['fenced', 'lease'],
     ]);
     expect(await callsWith(await harness.points(METRIC_CALLS))).toEqual({ expired_takeover: 1, fenced: 1 });
+    // Its store phase wrote nothing: it failed, as the call did.
+    const fenced = harness.spans().find((s) => s.attributes[ATTR_OUTCOME] === 'fenced')!;
+    const storeEnd = fenced.events.find((e) => e.name === 'idempotency.store.end');
+    expect(storeEnd?.attributes).toEqual({ [ATTR_ERROR_TYPE]: 'IDEMPOTENCY_KEY_IN_PROGRESS' });
   });
 
   it('counts the transaction’s retries after a write conflict', async () => {
