@@ -762,6 +762,40 @@ describe('idempotency() through createCaller', () => {
     expect(replayed.cause).toMatchObject({ message: 'card declined', code: 'CARD_DECLINED' });
   });
 
+  it('offers replayErrors what tRPC kept of a thrown object that is not an Error, not its wrapper', async () => {
+    let runs = 0;
+    const offered: unknown[] = [];
+    const router = t.router({
+      pay: t.procedure
+        .input(payment)
+        .use(
+          idempotency({
+            store: memoryStore(),
+            scope: ({ ctx }) => ctx.user.id,
+            replayErrors: (error) => {
+              offered.push(error);
+              return (error as { code?: unknown }).code === 'CARD_DECLINED';
+            },
+          }),
+        )
+        .mutation(() => {
+          runs++;
+          // A payment SDK's plain error object.
+          throw { code: 'CARD_DECLINED', message: 'card declined' };
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    const first = await rejectionOf(caller.pay({ amount: '1' }));
+    const replayed = await rejectionOf(caller.pay({ amount: '1' }));
+    expect(runs).toBe(1);
+    // tRPC keeps a copy of the object's fields (the object itself is gone): that copy is offered.
+    expect(offered).toHaveLength(1);
+    expect(offered[0]).toMatchObject({ code: 'CARD_DECLINED', message: 'card declined' });
+    expect(offered[0]).not.toBeInstanceOf(TRPCError);
+    expect([first.code, first.message]).toEqual(['INTERNAL_SERVER_ERROR', 'card declined']);
+    expect([replayed.code, replayed.message]).toEqual(['INTERNAL_SERVER_ERROR', 'card declined']);
+  });
+
   it('offers replayErrors a TRPCError the resolver threw as it is, even one wrapping another error', async () => {
     const offered: unknown[] = [];
     const thrown = new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause: new Error('card declined') });
