@@ -25,8 +25,8 @@ import { withMembers } from './with-members.js';
  * key's result, or another call's record answers.
  */
 type Outcome<T> =
-  | { kind: 'ran'; value: T; firstSeenAt: Date; completed: Promise<Completed> }
-  | { kind: 'kept'; error: unknown; completed: Promise<Completed> }
+  | { kind: 'ran'; value: T; firstSeenAt: Date; completed: Promise<Completed>; resultBytes: number }
+  | { kind: 'kept'; error: unknown; completed: Promise<Completed>; resultBytes: number }
   | { kind: 'existing'; answer: () => IdempotentResult<T> };
 
 /**
@@ -130,8 +130,12 @@ export async function runInTransaction<T, Tx>(
     }
     tracking?.finish('resolver');
     const result = storedText(call.serializer, value, call.maxResultBytes);
-    const { completed } = await completing(call, session, result, false);
-    return { kind: 'ran', value, firstSeenAt: claimed.firstSeenAt, completed };
+    return {
+      kind: 'ran',
+      value,
+      firstSeenAt: claimed.firstSeenAt,
+      ...(await completing(call, session, result, false)),
+    };
   });
   // Once abandoned, nobody awaits the transaction; its rollback must not go unhandled.
   running.catch(() => undefined);
@@ -146,6 +150,8 @@ export async function runInTransaction<T, Tx>(
       throw await failureAnswer(call, error, resolverError);
     }
     if (outcome.kind === 'existing') return outcome.answer();
+    // Committed: only now is the result stored (an attempt whose COMMIT failed stored nothing).
+    if (call.tracking) call.tracking.resultBytes = outcome.resultBytes;
     call.emit('completed');
     if (outcome.kind === 'kept') throw outcome.error;
     return {
@@ -168,14 +174,13 @@ async function completing<T, Tx>(
   session: TransactionSession<Tx>,
   result: string,
   resultIsError: boolean,
-): Promise<{ completed: Promise<Completed> }> {
+): Promise<{ completed: Promise<Completed>; resultBytes: number }> {
   const { tracking } = call;
   tracking?.start('store');
   const completion = completionOf(call, result, resultIsError);
   // A `complete` that throws at once fails the promise, as one that rejects does.
   const completed = new Promise<Completed>((resolve) => resolve(session.complete(completion))).then(
     (times) => {
-      if (tracking) tracking.resultBytes = Buffer.byteLength(result, 'utf8');
       tracking?.finish('store');
       return times;
     },
@@ -186,7 +191,7 @@ async function completing<T, Tx>(
   );
   if (session.completesWithCommit) completed.catch(() => undefined);
   else await completed;
-  return { completed };
+  return { completed, resultBytes: Buffer.byteLength(result, 'utf8') };
 }
 
 /**

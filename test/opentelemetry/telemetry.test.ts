@@ -182,6 +182,21 @@ describe('idempotencyTelemetry on the memory store', () => {
     expect(storeEnd?.attributes).toEqual({ [ATTR_ERROR_TYPE]: 'IDEMPOTENCY_KEY_IN_PROGRESS' });
   });
 
+  it('records no result size for a call whose committed attempt stored nothing', async () => {
+    const { call, store, points } = setup();
+    let runs = 0;
+    // The first attempt stores its result, then its commit conflicts; the second one throws.
+    const resolver = async () => {
+      if (++runs === 2) throw new TypeError('card declined on the retry');
+      return { id: 'p-1' };
+    };
+    await expect(runIdempotent({ ...call, store: conflictingOnce(store) }, resolver)).rejects.toThrow(
+      'card declined',
+    );
+    expect(await store.find(call.scope, call.key)).toBeNull();
+    expect(await points(METRIC_RESULT_SIZE)).toEqual([]);
+  });
+
   it('counts the transaction’s retries after a write conflict', async () => {
     const { call, spans, points } = setup();
     const resolver = vi.fn(async () => 'paid');
