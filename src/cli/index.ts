@@ -127,16 +127,19 @@ withDatabaseOptions(
 withDatabaseOptions(
   program
     .command('sweep')
-    .description('Delete expired records, in batches (a lease still running is never deleted).')
+    .description(
+      'Delete expired records, in batches (a lease still running is never deleted), then the expired steps whose record is gone.',
+    )
     .addOption(
       new Option('--batch-size <n>', `records deleted per statement, at most ${MAX_BATCH_SIZE}`)
         .argParser(positiveInteger(MAX_BATCH_SIZE))
         .default(1_000),
     )
     .addOption(
-      new Option('--max-batches <n>', 'stop after this many batches (default: until done)').argParser(
-        positiveInteger(),
-      ),
+      new Option(
+        '--max-batches <n>',
+        "stop after this many batches, the records' and then the steps' together (default: until done)",
+      ).argParser(positiveInteger()),
     )
     .option('--no-progress', 'no progress line on stderr'),
 ).action((options: DatabaseOptions & { batchSize: number; maxBatches?: number; progress: boolean }) =>
@@ -156,6 +159,7 @@ withDatabaseOptions(
     process.on('SIGTERM', interrupt);
     const progress = options.progress ? progressLine() : undefined;
     let batches = 0;
+    let steps = 0;
     try {
       const deleted = await sweepExpired(db, {
         provider,
@@ -164,16 +168,17 @@ withDatabaseOptions(
         maxBatches: options.maxBatches,
         signal: stopping.signal,
         onBatch: (at) => {
-          batches = at.batches;
+          ({ batches, steps } = at);
           progress?.update(at);
         },
       });
       progress?.end();
       const interrupted = stopping.signal.aborted;
       if (interrupted) process.exitCode = exitCode;
-      if (options.json) return print({ deleted, batches, interrupted });
+      if (options.json) return print({ deleted, steps, batches, interrupted });
+      const stepsDeleted = steps > 0 ? ` and ${count(steps, 'expired step')} whose record is gone` : '';
       print(
-        `Deleted ${count(deleted, 'expired record')} in ${count(batches, 'batch', 'batches')}${interrupted ? ' (interrupted)' : ''}.`,
+        `Deleted ${count(deleted, 'expired record')}${stepsDeleted} in ${count(batches, 'batch', 'batches')}${interrupted ? ' (interrupted)' : ''}.`,
       );
     } finally {
       process.off('SIGINT', interrupt);
@@ -295,11 +300,19 @@ async function withDatabase(
   }: { createSqliteFile?: boolean; prepare?: (provider: Provider) => Promise<void> } = {},
 ): Promise<void> {
   const url = options.databaseUrl;
-  // The mariadb driver's pool rejects a promise nobody holds for each connection whose `initSql`
-  // the server refuses, and goes on retrying until its acquire timeout: Node would print the whole
-  // stack. A driver's error that reaches none of our promises ends the command, in one line.
+  let failed = false;
+  /** The command's failure, one line: the first error only. */
+  const fail = (error: unknown) => {
+    if (!failed) process.stderr.write(`idempotent-mutations: ${describe(error, url, options.table)}\n`);
+    failed = true;
+    process.exitCode = 1;
+  };
+  // The mariadb driver rejects a promise nobody holds for each connection whose `initSql` the
+  // server refuses, besides the one its caller holds, and its pool goes on retrying until its
+  // acquire timeout: Node would print the whole stack. A driver's error that reaches none of our
+  // promises ends the command, in one line.
   process.on('unhandledRejection', (error) => {
-    process.stderr.write(`idempotent-mutations: ${describe(error, url, options.table)}\n`);
+    fail(error);
     process.exit(1);
   });
   try {
@@ -315,6 +328,7 @@ async function withDatabase(
       if (createSqliteFile) mkdirSync(dirname(file), { recursive: true });
       else if (!existsSync(file)) throw new Error(`no SQLite database at ${file}`);
     }
+    if (provider === 'mysql') await checkMariaDbLogin(url);
     // adapterForUrl gives up on a PostgreSQL server that accepts and never answers (10 s by default).
     const factory = await adapterForUrl(url);
     const adapter = (await factory.connect()) as SqlDriverAdapterLike & MigrationTarget;
@@ -332,9 +346,64 @@ async function withDatabase(
       await adapter.dispose().catch(() => undefined);
     }
   } catch (error) {
-    process.stderr.write(`idempotent-mutations: ${describe(error, url, options.table)}\n`);
-    process.exitCode = 1;
+    fail(error);
   }
+}
+
+/**
+ * Logs in to MariaDB once, on a connection of its own, before the pool does. The driver's pool
+ * tries a refused login again and again until its acquire timeout (20 s, 14 failed logins for one
+ * `stats`), which locks the account for every app server where the server limits failed logins
+ * (`max_password_errors`). Skipped where the driver cannot be loaded or the URL does not parse:
+ * the adapter then reports the problem itself.
+ */
+async function checkMariaDbLogin(url: string): Promise<void> {
+  const mariadb = mariadbDriver();
+  if (!mariadb || !URL.canParse(url)) return;
+  // The URL as @prisma/adapter-mariadb hands it to the driver: a mariadb: scheme, and an IPv6
+  // host unbracketed and percent-encoded, the only way the driver parses one.
+  const driverUrl = new URL(url);
+  driverUrl.protocol = 'mariadb:';
+  if (driverUrl.hostname.startsWith('[')) {
+    driverUrl.hostname = encodeURIComponent(driverUrl.hostname.slice(1, -1));
+  }
+  const connection = await mariadb.createConnection(driverUrl.toString());
+  await connection.end();
+}
+
+/** The `mariadb` driver that @prisma/adapter-mariadb uses, if both are installed. */
+function mariadbDriver(): typeof import('mariadb') | undefined {
+  try {
+    // From the adapter's folder: with a strict package layout only the adapter can load it.
+    const adapter = createRequire(import.meta.url).resolve('@prisma/adapter-mariadb');
+    return createRequire(adapter)('mariadb') as typeof import('mariadb');
+  } catch {
+    return undefined;
+  }
+}
+
+/** MariaDB's errors for a login it refused, and what each means of the URL (`target`). */
+const LOGIN_REFUSALS = new Map<number, (target: string) => string>([
+  // ER_DBACCESS_DENIED_ERROR
+  [1044, (target) => `the server refused the user of ${target} access to its database`],
+  // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+  [1045, (target) => `the server refused the credentials of ${target}`],
+  [1698, (target) => `the server refused the credentials of ${target}`],
+  // ER_BAD_DB_ERROR
+  [1049, (target) => `the database of ${target} does not exist`],
+  // ER_USER_IS_BLOCKED: max_password_errors reached
+  [4150, (target) => `the server blocked the user of ${target} after too many failed logins`],
+]);
+
+/** What MariaDB refused of the URL's login, in words, if that is what `error` is. */
+function loginRefusal(error: unknown, url: string | undefined): string | undefined {
+  for (let node = error, depth = 0; typeof node === 'object' && node !== null && depth < 8; depth++) {
+    const { errno, sqlMessage, cause } = node as { errno?: unknown; sqlMessage?: unknown; cause?: unknown };
+    const refusal = typeof errno === 'number' ? LOGIN_REFUSALS.get(errno) : undefined;
+    if (refusal) return `${refusal(url ? redact(url) : 'the database URL')}: ${String(sqlMessage)}`;
+    node = cause;
+  }
+  return undefined;
 }
 
 /** The shipped migrations that create the records table and the steps table. */
@@ -353,6 +422,8 @@ function explain(error: unknown, url: string | undefined, table: string): string
     // Its text cannot be shown: where the password ends is what did not parse.
     return 'the database URL (--database-url, or DATABASE_URL) does not parse: percent-encode any #, /, ?, @, % or space in its user name and password (encodeURIComponent)';
   }
+  const refusal = loginRefusal(error, url);
+  if (refusal) return refusal;
   if (error instanceof IdempotencyStoreUnavailableError || isConnectionError(error)) {
     return `cannot reach ${url ? redact(url) : 'the database'}: ${socketWords(text)}`;
   }
@@ -458,9 +529,10 @@ function progressLine(stream: NodeJS.WriteStream = process.stderr) {
   let lastAt = 0;
   let shown = false;
   return {
-    update({ batches, deleted, more }: SweepProgress) {
+    update({ batches, deleted, steps, more }: SweepProgress) {
       if (!more) return;
-      const line = `Sweeping: ${count(deleted, 'record')} deleted in ${count(batches, 'batch', 'batches')}…`;
+      const stepsDeleted = steps > 0 ? ` and ${count(steps, 'step')}` : '';
+      const line = `Sweeping: ${count(deleted, 'record')}${stepsDeleted} deleted in ${count(batches, 'batch', 'batches')}…`;
       if (stream.isTTY) {
         stream.write(`\r${line}`);
       } else if (!shown || Date.now() - lastAt >= 1_000) {

@@ -35,21 +35,25 @@ export interface SweepOptions {
    * @default 'idempotency_records', in the client's driver adapter's schema if it has one
    */
   table?: string | undefined;
-  /** Called after each batch with the running totals (e.g. for a progress line). */
+  /** Called after each batch, the records' and the steps', with the running totals (e.g. for a progress line). */
   onBatch?: ((progress: SweepProgress) => void) | undefined;
 }
 
 /** Where a sweep has got to. */
 export interface SweepProgress {
+  /** The batches that found rows to delete, the records' and then the steps', as `maxBatches` counts them. */
   batches: number;
+  /** The expired records deleted. */
   deleted: number;
-  /** Whether the last batch found a full batch to delete, so more expired records may remain. */
+  /** The expired steps deleted whose record is gone. */
+  steps: number;
+  /** Whether the last batch found a full batch to delete, so more expired rows may remain. */
   more: boolean;
 }
 
 /**
  * Deletes expired records in bounded batches and returns how many it deleted, then the durable
- * steps whose record is gone and that have expired too (not counted). It deletes nothing unless
+ * steps whose record is gone and that have expired too (`onBatch` counts them). It deletes nothing unless
  * both tables exist (the records table and `idempotency_steps`). A record still
  * `IN_PROGRESS` under a lease that has not run out is never deleted, even past its expiry.
  * Expiry and leases are judged by the database's clock, whatever this process's clock says.
@@ -75,6 +79,7 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     client.$queryRawUnsafe(tablesExistQuery([tables.records, tables.steps])),
   );
   let deleted = 0;
+  let stepsDeleted = 0;
   let sent = 0;
   while (sent < maxBatches && !signal?.aborted) {
     const { count, found } = await records();
@@ -83,15 +88,18 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
     if (found > 0) sent++;
     deleted += count;
     const more = found >= batchSize;
-    onBatch?.({ batches: sent, deleted, more });
+    onBatch?.({ batches: sent, deleted, steps: stepsDeleted, more });
     if (!more) break;
     await breathe();
   }
-  // Then the expired steps whose record is gone, within the same budget of batches (not counted).
+  // Then the expired steps whose record is gone, within the same budget of batches.
   while (sent < maxBatches && !signal?.aborted) {
-    const { found } = await steps();
-    sent++;
-    if (found < batchSize) break;
+    const { count, found } = await steps();
+    if (found > 0) sent++;
+    stepsDeleted += count;
+    const more = found >= batchSize;
+    onBatch?.({ batches: sent, deleted, steps: stepsDeleted, more });
+    if (!more) break;
     await breathe();
   }
   return deleted;

@@ -80,6 +80,7 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
   });
   beforeEach(async () => {
     await prisma.$executeRawUnsafe('DELETE FROM idempotency_records');
+    await prisma.$executeRawUnsafe('DELETE FROM idempotency_steps');
   });
 
   it('sweeps expired records in batches, with a progress line on stderr, and leaves live ones', async () => {
@@ -107,9 +108,52 @@ describeEachDatabase('the idempotent-mutations CLI', (shared) => {
     ]);
     const { code, stdout } = await cli(['sweep', '--json', '--max-batches', '1'], { DATABASE_URL: url });
     expect(code).toBe(0);
-    expect(JSON.parse(stdout)).toEqual({ deleted: 5, batches: 1, interrupted: false });
+    expect(JSON.parse(stdout)).toEqual({ deleted: 5, steps: 0, batches: 1, interrupted: false });
     expect(await countRecords(prisma, provider, 'u')).toBe(0);
   });
+
+  it('spends what --max-batches leaves after the records on the expired steps, and counts them', async () => {
+    // Five expired steps whose record is gone, and no record: batches of 2, at most 2 of them.
+    await insertSteps(prisma, provider, 's', 'gone', ['a', 'b', 'c', 'd', 'e'], hourAgo());
+    const args = ['sweep', '--batch-size', '2', '--max-batches', '2', '--no-progress', '--database-url', url];
+    expect(await cli(args)).toEqual({
+      code: 0,
+      stdout: 'Deleted 0 expired records and 4 expired steps whose record is gone in 2 batches.\n',
+      stderr: '',
+    });
+    expect(await countSteps()).toBe(1);
+    const json = await cli([...args, '--json']);
+    expect(JSON.parse(json.stdout)).toEqual({ deleted: 0, steps: 1, batches: 1, interrupted: false });
+    expect(await countSteps()).toBe(0);
+  });
+
+  it('leaves the expired steps for the next sweep when the records spent --max-batches', async () => {
+    await insertRecords(prisma, provider, [
+      ...Array.from({ length: 3 }, (_, i) => ({ scope: 'u', key: `old-${i}`, expiresAt: hourAgo() })),
+    ]);
+    await insertSteps(prisma, provider, 's', 'gone', ['a'], hourAgo());
+    const { code, stdout } = await cli([
+      'sweep',
+      '--batch-size',
+      '1',
+      '--max-batches',
+      '3',
+      '--database-url',
+      url,
+    ]);
+    expect({ code, stdout }).toEqual({
+      code: 0,
+      stdout: 'Deleted 3 expired records in 3 batches.\n',
+    });
+    expect(await countSteps()).toBe(1);
+  });
+
+  async function countSteps(): Promise<number> {
+    const [row] = await prisma.$queryRawUnsafe<{ n: unknown }[]>(
+      'SELECT COUNT(*) AS n FROM idempotency_steps',
+    );
+    return Number(row!.n);
+  }
 
   it('reports stats as JSON and as a table', async () => {
     await insertRecords(prisma, provider, [
@@ -307,6 +351,7 @@ async function expectEveryStateReported(url: string, rows: RecordRow[], clockShi
   expect((await run(['stuck'])).map((r: { key: string }) => r.key)).toEqual(stuck.map((row) => row.key));
   expect(await run(['sweep', '--no-progress'])).toEqual({
     deleted: sets * everyStateCounts.expired,
+    steps: 0,
     batches: 1,
     interrupted: false,
   });
@@ -612,6 +657,58 @@ describe('the idempotent-mutations CLI on bad input', () => {
       await cli(['stats', '--database-url', url]),
       /^idempotent-mutations: .*Error executing initial sql command: .*Unknown or incorrect time zone: '\+14:00'\n$/,
     );
+  });
+
+  describe.skipIf(!mariadbUrl)('a MariaDB login the server refuses', () => {
+    const mariadb = databases.find((db) => db.provider === 'mysql')!;
+    /** The test database's URL with `change` made to it. */
+    const changed = (change: (url: URL) => void) => {
+      const url = new URL(mariadbUrl!);
+      change(url);
+      return url.toString();
+    };
+    /** `stats` against `url`, and how long it took. */
+    async function timedStats(url: string) {
+      const started = Date.now();
+      const outcome = await cli(['stats', '--database-url', url]);
+      return { outcome, ms: Date.now() - started };
+    }
+    async function accessDeniedErrors(): Promise<number> {
+      const prisma = await connect(mariadb);
+      try {
+        const [row] = await prisma.$queryRawUnsafe<{ Value: string }[]>(
+          "SHOW GLOBAL STATUS LIKE 'Access_denied_errors'",
+        );
+        return Number(row!.Value);
+      } finally {
+        await prisma.$disconnect();
+      }
+    }
+
+    it('says at once that the server refused the credentials, after one login, without the password', async () => {
+      const before = await accessDeniedErrors();
+      const { outcome, ms } = await timedStats(changed((url) => (url.password = 'hunter2')));
+      expect(outcome.code).toBe(1);
+      expectOneLineError(
+        outcome,
+        /^idempotent-mutations: the server refused the credentials of \w+:\/\/\w+:\*\*\*@[^:]+:\d+\/\w+: Access denied for user /,
+      );
+      expect(outcome.stderr).not.toContain('hunter2');
+      // The driver's pool tried again until its acquire timeout: 20 s, 14 failed logins.
+      expect(ms).toBeLessThan(5_000);
+      // One login (another test's refused login may land in between), not the pool's 14.
+      expect((await accessDeniedErrors()) - before).toBeLessThan(3);
+    });
+
+    it('says at once that the database does not exist', async () => {
+      const { outcome, ms } = await timedStats(changed((url) => (url.pathname = '/no_such_database')));
+      expect(outcome.code).toBe(1);
+      expectOneLineError(
+        outcome,
+        /^idempotent-mutations: the database of \w+:\/\/\S+\/no_such_database does not exist: Unknown database 'no_such_database'$/m,
+      );
+      expect(ms).toBeLessThan(5_000);
+    });
   });
 
   it('asks for a URL when there is none', async () => {
