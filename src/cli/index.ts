@@ -354,8 +354,8 @@ async function withDatabase(
  * Logs in to MariaDB once, on a connection of its own, before the pool does. The driver's pool
  * tries a refused login again and again until its acquire timeout (20 s, 14 failed logins for one
  * `stats`), which locks the account for every app server where the server limits failed logins
- * (`max_password_errors`). Skipped where the driver cannot be loaded or the URL does not parse:
- * the adapter then reports the problem itself.
+ * (`max_password_errors`). Skipped where the driver cannot be loaded or the URL does not parse: the
+ * adapter then reports the problem itself.
  */
 async function checkMariaDbLogin(url: string): Promise<void> {
   const mariadb = mariadbDriver();
@@ -367,7 +367,14 @@ async function checkMariaDbLogin(url: string): Promise<void> {
   if (driverUrl.hostname.startsWith('[')) {
     driverUrl.hostname = encodeURIComponent(driverUrl.hostname.slice(1, -1));
   }
-  const connection = await mariadb.createConnection(driverUrl.toString());
+  let connection: Awaited<ReturnType<typeof mariadb.createConnection>>;
+  try {
+    connection = await mariadb.createConnection(driverUrl.toString());
+  } catch (error) {
+    if (loginRefusal(error, url) !== undefined) throw error;
+    // Not a login the server refused: a server it could not reach, or not as the URL asks (TLS).
+    throw new IdempotencyStoreUnavailableError('The MariaDB server could not be reached', { cause: error });
+  }
   await connection.end();
 }
 

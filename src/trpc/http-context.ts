@@ -92,17 +92,17 @@ export function enclosingCallOf(ctx: unknown, path: string, batchIndex: number):
   return called && !namesPath(called, path) ? { path: called, fromUrl: true } : undefined;
 }
 
+/** What tRPC's `pathSeparator` may be besides `.` (its `PathSeparator` type). */
+const PATH_SEPARATORS = ['_', '~', '-'];
+
 /**
  * Whether `called` names the procedure at `path`: the same, or its segments joined by another
- * separator, as a URL spells them under tRPC's `pathSeparator` (`billing~pay` for `billing.pay`).
+ * separator tRPC allows, as a URL spells them under its `pathSeparator` (`billing~pay` for
+ * `billing.pay`).
  */
 function namesPath(called: string, path: string): boolean {
   if (called === path) return true;
+  if (!path.includes('.')) return false;
   const segments = path.split('.');
-  const separators = segments.length - 1;
-  if (separators === 0) return false;
-  const width = (called.length - (path.length - separators)) / separators;
-  if (!Number.isInteger(width) || width < 1) return false;
-  const first = segments[0]!.length;
-  return segments.join(called.slice(first, first + width)) === called;
+  return PATH_SEPARATORS.some((separator) => segments.join(separator) === called);
 }

@@ -403,17 +403,19 @@ function resolversOwn(wrapper: TRPCError): TRPCError {
  * What the resolver threw. tRPC turns anything but a `TRPCError` into an `INTERNAL_SERVER_ERROR`
  * whose `cause` is the thrown error and whose stack is that error's own stack
  * (`getTRPCErrorFromUnknown`): exactly that wrapper is unwrapped. A thrown object that is not an
- * `Error` is gone: tRPC's cause is a copy of its fields (its `UnknownCauseError`), which is the
- * closest there is to it. A `TRPCError` the resolver threw itself, even one wrapping another
- * error, has a stack of its own and stays as it is.
+ * `Error` is gone: tRPC's cause is a copy of its fields (its `UnknownCauseError`) and the wrapper
+ * takes the copy's message, which is the closest there is to it. A `TRPCError` the resolver threw
+ * itself, even one wrapping another error, has a stack of its own, and a message of its own when
+ * its cause is not an `Error`, and stays as it is.
  */
 function resolverErrorOf(error: TRPCError): unknown {
   const { cause } = error;
   if (error.code !== 'INTERNAL_SERVER_ERROR' || !(cause instanceof Error) || cause instanceof TRPCError) {
     return error;
   }
-  const sameStack = typeof cause.stack === 'string' && error.stack === cause.stack;
-  return sameStack || cause.constructor.name === 'UnknownCauseError' ? cause : error;
+  if (typeof cause.stack === 'string' && error.stack === cause.stack) return cause;
+  const copied = cause.constructor.name === 'UnknownCauseError' && error.message === cause.message;
+  return copied ? cause : error;
 }
 
 /** Whether a call's request headers were there to read, or were a WebSocket's upgrade request's. */

@@ -695,9 +695,16 @@ describe('the idempotent-mutations CLI on bad input', () => {
       );
       expect(outcome.stderr).not.toContain('hunter2');
       // The driver's pool tried again until its acquire timeout: 20 s, 14 failed logins.
-      expect(ms).toBeLessThan(5_000);
+      expect(ms).toBeLessThan(10_000); // the CLI's start on a loaded machine included
       // One login (another test's refused login may land in between), not the pool's 14.
       expect((await accessDeniedErrors()) - before).toBeLessThan(3);
+    });
+
+    it('says at once that it cannot reach a server without the TLS the URL asks for', async () => {
+      const { outcome, ms } = await timedStats(changed((url) => url.searchParams.set('ssl', 'true')));
+      expect(outcome.code).toBe(1);
+      expectOneLineError(outcome, /^idempotent-mutations: cannot reach \S+\?ssl=true: .*ssl/);
+      expect(ms).toBeLessThan(10_000); // the CLI's start on a loaded machine included
     });
 
     it('says at once that the database does not exist', async () => {
@@ -707,7 +714,7 @@ describe('the idempotent-mutations CLI on bad input', () => {
         outcome,
         /^idempotent-mutations: the database of \w+:\/\/\S+\/no_such_database does not exist: Unknown database 'no_such_database'$/m,
       );
-      expect(ms).toBeLessThan(5_000);
+      expect(ms).toBeLessThan(10_000); // the CLI's start on a loaded machine included
     });
   });
 

@@ -796,6 +796,39 @@ describe('idempotency() through createCaller', () => {
     expect([replayed.code, replayed.message]).toEqual(['INTERNAL_SERVER_ERROR', 'card declined']);
   });
 
+  it('offers replayErrors a TRPCError the resolver threw with an object as its cause as it is', async () => {
+    const offered: unknown[] = [];
+    let runs = 0;
+    const router = t.router({
+      pay: t.procedure
+        .input(payment)
+        .use(
+          idempotency({
+            store: memoryStore(),
+            scope: ({ ctx }) => ctx.user.id,
+            replayErrors: (error) => {
+              offered.push(error);
+              return error instanceof TRPCError;
+            },
+          }),
+        )
+        .mutation(() => {
+          runs++;
+          throw new TRPCError({
+            code: 'INTERNAL_SERVER_ERROR',
+            message: 'the gateway failed',
+            cause: { gatewayCode: 'G-17' },
+          });
+        }),
+    });
+    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
+    await rejectionOf(caller.pay({ amount: '1' }));
+    await rejectionOf(caller.pay({ amount: '1' }));
+    expect(offered).toHaveLength(1);
+    expect(offered[0]).toBeInstanceOf(TRPCError);
+    expect(runs).toBe(1);
+  });
+
   it('offers replayErrors a TRPCError the resolver threw as it is, even one wrapping another error', async () => {
     const offered: unknown[] = [];
     const thrown = new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause: new Error('card declined') });

@@ -4,6 +4,7 @@ import { type CreateHTTPContextOptions, createHTTPServer } from '@trpc/server/ad
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { memoryStore } from '../../src/index.js';
+import { enclosingCallOf } from '../../src/trpc/http-context.js';
 import { idempotency, idempotencyErrorFormatter } from '../../src/trpc/index.js';
 import { listen } from '../helpers/listen.js';
 
@@ -175,6 +176,20 @@ describe('idempotency() when only the request URL shows which procedure the requ
       expect(runs).toBe(1);
     },
   );
+
+  it.each([
+    ['billing~pay', undefined],
+    ['billing_pay', undefined],
+    ['billing-pay', undefined],
+    ['billing.pay', undefined],
+    // Joined by what tRPC's pathSeparator cannot be: another procedure.
+    ['billingoutpay', 'billingoutpay'],
+    ['billing~~pay', 'billing~~pay'],
+    ['billing~pay~', 'billing~pay~'],
+  ])('reads the URL /trpc/%s as billing.pay itself, or the call it runs inside (%s)', (piece, enclosing) => {
+    const called = enclosingCallOf({ req: { url: `/trpc/${piece}` } }, 'billing.pay', 0);
+    expect(called).toEqual(enclosing === undefined ? undefined : { path: enclosing, fromUrl: true });
+  });
 
   /** A caller made in a REST route from its request: `caller({ req }).pay(req.body)` on POST /api/payments. */
   function restRoute(required: boolean) {
