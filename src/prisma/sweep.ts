@@ -81,27 +81,27 @@ export async function sweepExpired(prisma: PrismaQueryable, options: SweepOption
   let deleted = 0;
   let stepsDeleted = 0;
   let sent = 0;
-  while (sent < maxBatches && !signal?.aborted) {
-    const { count, found } = await records();
-    // A batch that found nothing to delete leaves the budget to the steps: with `maxBatches: 1`
-    // they would never be swept otherwise.
-    if (found > 0) sent++;
+  /** Sends `batch` until it finds less than a full one, within the one budget of batches. */
+  const sweep = async (batch: typeof records, counted: (count: number) => void) => {
+    while (sent < maxBatches && !signal?.aborted) {
+      const { count, found } = await batch();
+      // A batch that found nothing to delete leaves the budget to the steps: with `maxBatches: 1`
+      // they would never be swept otherwise.
+      if (found > 0) sent++;
+      counted(count);
+      const more = found >= batchSize;
+      onBatch?.({ batches: sent, deleted, steps: stepsDeleted, more });
+      if (!more) return;
+      await breathe();
+    }
+  };
+  await sweep(records, (count) => {
     deleted += count;
-    const more = found >= batchSize;
-    onBatch?.({ batches: sent, deleted, steps: stepsDeleted, more });
-    if (!more) break;
-    await breathe();
-  }
-  // Then the expired steps whose record is gone, within the same budget of batches.
-  while (sent < maxBatches && !signal?.aborted) {
-    const { count, found } = await steps();
-    if (found > 0) sent++;
+  });
+  // Then the expired steps whose record is gone.
+  await sweep(steps, (count) => {
     stepsDeleted += count;
-    const more = found >= batchSize;
-    onBatch?.({ batches: sent, deleted, steps: stepsDeleted, more });
-    if (!more) break;
-    await breathe();
-  }
+  });
   return deleted;
 }
 

@@ -719,13 +719,13 @@ describe('idempotency() through createCaller', () => {
     expect(headers.map((h) => h.get('idempotent-replayed'))).toEqual([null, 'true']);
   });
 
-  it("offers replayErrors the resolver's own error, not tRPC's wrapper, and answers as tRPC does", async () => {
-    class CardDeclined extends Error {
-      readonly code = 'CARD_DECLINED';
-    }
-    let runs = 0;
+  /**
+   * `pay`, whose resolver throws what `thrown()` makes, behind a middleware whose `replayErrors`
+   * records what it is offered and keeps what `keep` accepts; called twice with one key.
+   */
+  async function payThrowing(thrown: () => unknown, keep: (error: unknown) => boolean) {
     const offered: unknown[] = [];
-    const thrown: Error[] = [];
+    let runs = 0;
     const router = t.router({
       pay: t.procedure
         .input(payment)
@@ -735,19 +735,31 @@ describe('idempotency() through createCaller', () => {
             scope: ({ ctx }) => ctx.user.id,
             replayErrors: (error) => {
               offered.push(error);
-              return (error as { code?: unknown }).code === 'CARD_DECLINED';
+              return keep(error);
             },
           }),
         )
         .mutation(() => {
           runs++;
-          thrown.push(new CardDeclined('card declined'));
-          throw thrown.at(-1);
+          throw thrown();
         }),
     });
     const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
     const first = await rejectionOf(caller.pay({ amount: '1' }));
     const replayed = await rejectionOf(caller.pay({ amount: '1' }));
+    return { first, replayed, offered, runs };
+  }
+  const codeIs = (code: string) => (error: unknown) => (error as { code?: unknown }).code === code;
+
+  it("offers replayErrors the resolver's own error, not tRPC's wrapper, and answers as tRPC does", async () => {
+    class CardDeclined extends Error {
+      readonly code = 'CARD_DECLINED';
+    }
+    const thrown: Error[] = [];
+    const { first, replayed, offered, runs } = await payThrowing(() => {
+      thrown.push(new CardDeclined('card declined'));
+      return thrown.at(-1);
+    }, codeIs('CARD_DECLINED'));
     expect(runs).toBe(1);
     expect(offered).toHaveLength(1);
     expect(offered[0]).toBe(thrown[0]);
@@ -763,30 +775,11 @@ describe('idempotency() through createCaller', () => {
   });
 
   it('offers replayErrors what tRPC kept of a thrown object that is not an Error, not its wrapper', async () => {
-    let runs = 0;
-    const offered: unknown[] = [];
-    const router = t.router({
-      pay: t.procedure
-        .input(payment)
-        .use(
-          idempotency({
-            store: memoryStore(),
-            scope: ({ ctx }) => ctx.user.id,
-            replayErrors: (error) => {
-              offered.push(error);
-              return (error as { code?: unknown }).code === 'CARD_DECLINED';
-            },
-          }),
-        )
-        .mutation(() => {
-          runs++;
-          // A payment SDK's plain error object.
-          throw { code: 'CARD_DECLINED', message: 'card declined' };
-        }),
-    });
-    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
-    const first = await rejectionOf(caller.pay({ amount: '1' }));
-    const replayed = await rejectionOf(caller.pay({ amount: '1' }));
+    // A payment SDK's plain error object.
+    const { first, replayed, offered, runs } = await payThrowing(
+      () => ({ code: 'CARD_DECLINED', message: 'card declined' }),
+      codeIs('CARD_DECLINED'),
+    );
     expect(runs).toBe(1);
     // tRPC keeps a copy of the object's fields (the object itself is gone): that copy is offered.
     expect(offered).toHaveLength(1);
@@ -797,58 +790,28 @@ describe('idempotency() through createCaller', () => {
   });
 
   it('offers replayErrors a TRPCError the resolver threw with an object as its cause as it is', async () => {
-    const offered: unknown[] = [];
-    let runs = 0;
-    const router = t.router({
-      pay: t.procedure
-        .input(payment)
-        .use(
-          idempotency({
-            store: memoryStore(),
-            scope: ({ ctx }) => ctx.user.id,
-            replayErrors: (error) => {
-              offered.push(error);
-              return error instanceof TRPCError;
-            },
-          }),
-        )
-        .mutation(() => {
-          runs++;
-          throw new TRPCError({
-            code: 'INTERNAL_SERVER_ERROR',
-            message: 'the gateway failed',
-            cause: { gatewayCode: 'G-17' },
-          });
+    const { offered, runs } = await payThrowing(
+      () =>
+        new TRPCError({
+          code: 'INTERNAL_SERVER_ERROR',
+          message: 'the gateway failed',
+          cause: { gatewayCode: 'G-17' },
         }),
-    });
-    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
-    await rejectionOf(caller.pay({ amount: '1' }));
-    await rejectionOf(caller.pay({ amount: '1' }));
+      (error) => error instanceof TRPCError,
+    );
     expect(offered).toHaveLength(1);
     expect(offered[0]).toBeInstanceOf(TRPCError);
     expect(runs).toBe(1);
   });
 
   it('offers replayErrors a TRPCError the resolver threw as it is, even one wrapping another error', async () => {
-    const offered: unknown[] = [];
     const thrown = new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause: new Error('card declined') });
-    const router = t.router({
-      pay: t.procedure
-        .input(payment)
-        .use(
-          idempotency({
-            store: memoryStore(),
-            scope: ({ ctx }) => ctx.user.id,
-            replayErrors: (error) => offered.push(error) < 0,
-          }),
-        )
-        .mutation(() => {
-          throw thrown;
-        }),
-    });
-    const caller = t.createCallerFactory(router)({ user: { id: 'u' }, headers: { 'idempotency-key': 'k' } });
-    expect(await rejectionOf(caller.pay({ amount: '1' }))).toBe(thrown);
-    expect(offered).toEqual([thrown]);
+    const { first, offered } = await payThrowing(
+      () => thrown,
+      () => false,
+    );
+    expect(first).toBe(thrown);
+    expect(offered).toEqual([thrown, thrown]);
     expect(offered[0]).toBe(thrown);
   });
 
