@@ -404,13 +404,10 @@ const LOGIN_REFUSALS = new Map<number, (target: string) => string>([
 
 /** What MariaDB refused of the URL's login, in words, if that is what `error` is. */
 function loginRefusal(error: unknown, url: string | undefined): string | undefined {
-  for (let node = error, depth = 0; typeof node === 'object' && node !== null && depth < 8; depth++) {
-    const { errno, sqlMessage, cause } = node as { errno?: unknown; sqlMessage?: unknown; cause?: unknown };
-    const refusal = typeof errno === 'number' ? LOGIN_REFUSALS.get(errno) : undefined;
-    if (refusal) return `${refusal(url ? redact(url) : 'the database URL')}: ${String(sqlMessage)}`;
-    node = cause;
-  }
-  return undefined;
+  const refused = causeWhere(error, ({ errno }) => typeof errno === 'number' && LOGIN_REFUSALS.has(errno));
+  if (refused === undefined) return undefined;
+  const words = LOGIN_REFUSALS.get(refused.errno as number)!;
+  return `${words(url ? redact(url) : 'the database URL')}: ${String(refused.sqlMessage)}`;
 }
 
 /** The shipped migrations that create the records table and the steps table. */
@@ -425,7 +422,7 @@ function describe(error: unknown, url: string | undefined, table = RECORDS_TABLE
 
 function explain(error: unknown, url: string | undefined, table: string): string {
   const text = innermostMessage(error);
-  if (causes(error, (node) => node.code === 'ERR_INVALID_URL')) {
+  if (causeWhere(error, (node) => node.code === 'ERR_INVALID_URL')) {
     // Its text cannot be shown: where the password ends is what did not parse.
     return 'the database URL (--database-url, or DATABASE_URL) does not parse: percent-encode any #, /, ?, @, % or space in its user name and password (encodeURIComponent)';
   }
@@ -456,13 +453,16 @@ function explain(error: unknown, url: string | undefined, table: string): string
   return text;
 }
 
-/** Whether `error`, or an error in its `cause` chain, is one `matches` accepts. */
-function causes(error: unknown, matches: (node: Record<string, unknown>) => boolean): boolean {
+/** The first of `error` and the errors in its `cause` chain that `matches` accepts. */
+function causeWhere(
+  error: unknown,
+  matches: (node: Record<string, unknown>) => boolean,
+): Record<string, unknown> | undefined {
   for (let node = error, depth = 0; typeof node === 'object' && node !== null && depth < 8; depth++) {
-    if (matches(node as Record<string, unknown>)) return true;
+    if (matches(node as Record<string, unknown>)) return node as Record<string, unknown>;
     node = (node as { cause?: unknown }).cause;
   }
-  return false;
+  return undefined;
 }
 
 /**
