@@ -155,7 +155,7 @@ async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Pro
       const connectionTimeoutMillis = connectTimeoutMs(url) ?? options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
       // Prisma 6 read the schema from the URL; Prisma 7's adapter takes it as an option.
       const schema = schemaOfUrl(url);
-      const pool = { connectionString, connectionTimeoutMillis, ...(await pipelinedClient()) };
+      const pool = { connectionString, connectionTimeoutMillis, ...(await lazyBeginClient()) };
       const prepared = (options.preparedStatements ?? true) && !behindPgBouncer(url);
       return new PrismaPg(pool as PoolConfig, {
         ...(schema ? { schema } : {}),
@@ -176,7 +176,7 @@ async function driverAdapterFor(url: string, options: AdapterForUrlOptions): Pro
  * statement. `pg` comes with `@prisma/adapter-pg`; where
  * it cannot be imported from here (a strict package layout), connections are `pg`'s own.
  */
-async function pipelinedClient(): Promise<{ pipeline?: true; Client?: PgClientClass }> {
+async function lazyBeginClient(): Promise<{ pipeline?: true; Client?: PgClientClass }> {
   const pg = await import('pg').catch(() => undefined);
   const Client = (pg?.default ?? pg)?.Client as PgClientClass | undefined;
   if (!Client) return {};
